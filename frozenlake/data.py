@@ -1,0 +1,91 @@
+"""FrozenLake task splits: rows of (seed, size, p) whose maps are solvable within the step budget.
+
+Each row fully determines its map through `generate_map(size, p, seed)`;
+the columns `env_max_steps` and `shortest_path_length` travel with it so the
+workflow plays with the budget the map was checked against.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from tqdm import tqdm
+
+from frozenlake.maps import P_RANGE, generate_map, shortest_path_length
+from rftkit.files import atomic_paths
+
+DEFAULT_DIR = "data/frozenlake"
+
+SCHEMA = pa.schema([
+    ("seed", pa.int64()),
+    ("size", pa.int64()),
+    ("p", pa.float64()),
+    ("index", pa.int64()),
+    ("uid", pa.string()),
+    ("env_max_steps", pa.int64()),
+    ("shortest_path_length", pa.int64()),
+])
+
+# Give up rather than spin forever when the settings make solvable maps too rare.
+MAX_DRAWS_PER_ROW = 1000
+
+
+def check_settings(map_max_size: int, train_size: int, test_size: int, env_max_steps: int) -> None:
+    """Raise ValueError naming the flag for any setting that cannot produce a dataset."""
+    if map_max_size < 2:
+        raise ValueError(f"--map_max_size must be at least 2 (a map needs S and G), got {map_max_size}")
+    if train_size < 1:
+        raise ValueError(f"--train_size must be at least 1, got {train_size}")
+    if test_size < 1:
+        raise ValueError(f"--test_size must be at least 1, got {test_size}")
+    if env_max_steps < 1:
+        raise ValueError(f"--env_max_steps must be at least 1, got {env_max_steps}")
+
+
+def solvable_tasks(count: int, map_max_size: int, env_max_steps: int, seed: int, progress: bool = True):
+    """`count` distinct task rows (without `index`), drawn reproducibly from `seed`.
+
+    Sizes are uniform over 2..map_max_size inclusive and p over P_RANGE
+    (rounded to two decimals); maps whose shortest route is longer than
+    `env_max_steps`, or that have none, are skipped.
+    """
+    rng = np.random.default_rng(seed)
+    rows, seen, draws = [], set(), 0
+    with tqdm(total=count, desc="solvable maps", unit="map", disable=not progress) as bar:
+        while len(rows) < count:
+            draws += 1
+            if draws > MAX_DRAWS_PER_ROW * count:
+                raise RuntimeError(f"only {len(rows)} of {count} solvable maps after {draws - 1} draws; "
+                                   f"raise --env_max_steps or lower --map_max_size")
+            map_seed = int(rng.integers(0, 2**31 - 1))
+            size = int(rng.integers(2, map_max_size + 1))
+            p = round(float(rng.uniform(*P_RANGE)), 2)
+            uid = f"{map_seed}_{size}_{p}"
+            if uid in seen:
+                continue
+            length = shortest_path_length(generate_map(size, p, map_seed))
+            if length is None or length > env_max_steps:
+                continue
+            seen.add(uid)
+            rows.append({"seed": map_seed, "size": size, "p": p, "uid": uid,
+                         "env_max_steps": env_max_steps, "shortest_path_length": length})
+            bar.update()
+    return rows
+
+
+def write_dataset(local_dir: str | Path = DEFAULT_DIR, map_max_size: int = 6, train_size: int = 10000,
+                  test_size: int = 100, env_max_steps: int = 8, seed: int = 42,
+                  progress: bool = True) -> dict[str, Path]:
+    """Write `train.parquet` and `test.parquet` (disjoint maps) to `local_dir`; return their paths."""
+    check_settings(map_max_size, train_size, test_size, env_max_steps)
+    rows = solvable_tasks(train_size + test_size, map_max_size, env_max_steps, seed, progress)
+    splits = {"train": rows[:train_size], "test": rows[train_size:]}
+    paths = {name: Path(local_dir) / f"{name}.parquet" for name in splits}
+    with atomic_paths(*paths.values()) as temps:
+        for (name, split_rows), tmp in zip(splits.items(), temps):
+            table = pa.Table.from_pylist([{**row, "index": i} for i, row in enumerate(split_rows)], schema=SCHEMA)
+            pq.write_table(table, tmp)
+    return paths

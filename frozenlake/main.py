@@ -1,0 +1,40 @@
+"""Train the FrozenLake agent with multi-step GRPO through agentscope.tuner.tune().
+
+    python frozenlake/main.py --dry-run      # validate and print the full config, on any machine
+    python frozenlake/main.py                # train (needs CUDA GPUs)
+
+Hyper-parameters live in configs/frozenlake.yaml; flags override the paths.
+"""
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from frozenlake.data import DEFAULT_DIR, write_dataset
+from frozenlake.workflow import run_frozen_lake
+from rftkit.launch import add_arguments, launch
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(parser, default_config=str(REPO / "configs" / "frozenlake.yaml"))
+    parser.add_argument("--data-dir", default=os.environ.get("FROZENLAKE_DATA_DIR", DEFAULT_DIR),
+                        help="folder with train.parquet and test.parquet, generated with the data script's "
+                             "defaults if missing (env FROZENLAKE_DATA_DIR; default: %(default)s)")
+    args = parser.parse_args(argv)
+
+    def prepare() -> None:
+        if not (Path(args.data_dir) / "train.parquet").exists():
+            print(f"no data in {args.data_dir}: generating it (scripts/get_frozenlake_data.py defaults)")
+            write_dataset(args.data_dir)
+
+    overrides = {"buffer.explorer_input.taskset.path": args.data_dir,
+                 "buffer.explorer_input.eval_tasksets.0.path": args.data_dir}
+    return launch(args, run_frozen_lake, overrides=overrides, prepare=prepare)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

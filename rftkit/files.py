@@ -1,0 +1,33 @@
+"""Writing output files so that a crash never leaves a half-written one behind."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+from typing import Iterator
+
+
+@contextlib.contextmanager
+def atomic_paths(*paths: str | os.PathLike) -> Iterator[list[Path]]:
+    """Yield temporary paths beside `paths`; rename them all into place only if the block succeeds.
+
+    Each temporary file sits in its target's folder, so the final rename is
+    atomic. On an exception the temporaries are removed and no target changes.
+    """
+    targets = [Path(p) for p in paths]
+    temps = []
+    try:
+        for target in targets:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+            os.close(fd)
+            os.chmod(tmp, 0o644)  # mkstemp's 0600 would make the result private to this user
+            temps.append(Path(tmp))
+        yield temps
+        for tmp, target in zip(temps, targets):
+            os.replace(tmp, target)
+    finally:
+        for tmp in temps:
+            tmp.unlink(missing_ok=True)

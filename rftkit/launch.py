@@ -1,0 +1,273 @@
+"""Launching an example's training run with agentscope.tuner.tune(), shared by both main.py files.
+
+A launch goes:
+
+1. read the example's YAML, apply the command-line overrides, make relative
+   paths absolute (Ray workers do not share our working directory);
+2. size the run to the GPUs: cluster shape, and as many rollout engines as
+   half the GPUs hold (the trainer gets the rest);
+3. `--dry-run`: convert it exactly as tune() does (agentscope's conversion,
+   then Trinity's `check_and_update`) and print a summary: no Ray, no GPU;
+4. otherwise: refuse at once without a CUDA GPU, prepare data, make sure a
+   Ray cluster is running (start a local head if not), call tune() and turn
+   the status it returns into the exit code (tune() reports failure in the
+   status, it does not raise).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+
+from rftkit.files import atomic_paths
+
+NO_GPU_MESSAGE = """\
+error: training needs CUDA GPUs and none were found on this machine or in a running Ray cluster.
+Trinity-RFT runs vLLM rollout engines and an FSDP trainer on GPUs (at least 2 in all); see
+README.md, "Training on GPUs". To check the full training config on this machine, add --dry-run."""
+
+# Rollout engines get this share of the GPUs; the trainer gets the rest.
+EXPLORER_SHARE = 0.5
+# What --dry-run plans for when this machine has no GPU and --gpus is not given: one 8-GPU node.
+DRY_RUN_GPUS = 8
+
+
+def add_arguments(parser: argparse.ArgumentParser, default_config: str) -> None:
+    """The flags both examples take."""
+    parser.add_argument("--config", default=default_config, help="Trinity-RFT YAML (default: %(default)s)")
+    parser.add_argument("--model-path", default=os.environ.get("MODEL_PATH"),
+                        help="model to train, a hub id or a local folder (env MODEL_PATH; default: the YAML's)")
+    parser.add_argument("--checkpoint-dir", default=os.environ.get("CHECKPOINT_ROOT_DIR"),
+                        help="where checkpoints, logs and tensorboard files go "
+                             "(env CHECKPOINT_ROOT_DIR; default: the YAML's)")
+    parser.add_argument("--gpus", type=int, default=None,
+                        help="GPUs per node to plan for (default: detected; with --dry-run and none "
+                             f"detected, {DRY_RUN_GPUS})")
+    parser.add_argument("--nodes", type=int, default=None, help="nodes to plan for (default: detected, or 1)")
+    parser.add_argument("--engines", type=int, default=None,
+                        help="rollout engines (default: half of all GPUs, divided by tensor parallel size)")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="build and validate the exact config tune() would launch, print it and exit")
+
+
+def set_key(config: dict, dotted: str, value: Any) -> None:
+    """Set `config["a"]["b"][0]["c"]` from "a.b.0.c", creating missing mappings."""
+    *parents, last = dotted.split(".")
+    node = config
+    for key in parents:
+        node = node[int(key)] if isinstance(node, list) else node.setdefault(key, {})
+    if isinstance(node, list):
+        node[int(last)] = value
+    else:
+        node[last] = value
+
+
+def absolute(path: str, maybe_hub_id: bool = False) -> str:
+    """`path` made absolute against the working directory.
+
+    With `maybe_hub_id`, a relative path that does not exist and does not start
+    with "." or "~" is taken for a hub id ("Qwen/Qwen2.5-3B-Instruct") and kept.
+    """
+    candidate = Path(path).expanduser()
+    if maybe_hub_id and not (candidate.is_absolute() or path.startswith((".", "~")) or candidate.exists()):
+        return path
+    return str(candidate.resolve())
+
+
+def plan_cluster(nodes: int, gpus_per_node: int, tensor_parallel: int, engines: int | None) -> dict[str, int]:
+    """Cluster shape and rollout engine count for `nodes` x `gpus_per_node` GPUs."""
+    total = nodes * gpus_per_node
+    if engines is None:
+        engines = max(1, int(total * EXPLORER_SHARE) // tensor_parallel)
+    if engines < 1:
+        raise ValueError(f"--engines must be at least 1, got {engines}")
+    if engines * tensor_parallel >= total:
+        raise ValueError(f"{engines} rollout engine(s) x {tensor_parallel} GPU(s) leave none of the {total} "
+                         f"GPU(s) for the trainer; use --engines or more GPUs")
+    return {"node_num": nodes, "gpu_per_node": gpus_per_node, "engine_num": engines}
+
+
+def load_yaml(path: str | Path) -> dict:
+    """The YAML mapping at `path`, or exit with a message naming the flag."""
+    try:
+        config = yaml.safe_load(Path(path).read_text())
+    except FileNotFoundError:
+        raise SystemExit(f"error: --config {path}: no such file") from None
+    if not isinstance(config, dict):
+        raise SystemExit(f"error: --config {path}: expected a YAML mapping of Trinity-RFT settings")
+    return config
+
+
+def resolve_config(config: dict, overrides: dict[str, Any], plan: dict[str, int]) -> dict:
+    """The YAML mapping tune() will load: overrides and cluster plan applied, paths absolute."""
+    config = copy.deepcopy(config)
+    for dotted, value in overrides.items():
+        if value is not None:
+            set_key(config, dotted, value)
+    config["checkpoint_root_dir"] = absolute(config.get("checkpoint_root_dir", "./checkpoints"))
+    config["model"]["model_path"] = absolute(config["model"]["model_path"], maybe_hub_id=True)
+    explorer_input = config["buffer"]["explorer_input"]
+    for taskset in [explorer_input["taskset"], *explorer_input.get("eval_tasksets", [])]:
+        taskset["path"] = absolute(taskset["path"])
+    config.setdefault("cluster", {}).update(node_num=plan["node_num"], gpu_per_node=plan["gpu_per_node"])
+    config["explorer"]["rollout_model"]["engine_num"] = plan["engine_num"]
+    return config
+
+
+def write_yaml(config: dict, path: Path) -> Path:
+    with atomic_paths(path) as (tmp,):
+        tmp.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
+def build_trinity_config(config_path: str | Path, workflow_func: Callable, judge_func: Callable | None = None):
+    """The validated Trinity config tune() would run for this YAML and these functions."""
+    from agentscope.tuner import check_judge_function, check_workflow_function
+    from agentscope.tuner._config import _to_trinity_config  # the conversion tune() itself calls
+
+    check_workflow_function(workflow_func)
+    if judge_func is not None:
+        check_judge_function(judge_func)
+    config = _to_trinity_config(config_path=str(config_path), workflow_func=workflow_func, judge_func=judge_func)
+    return config.check_and_update()
+
+
+def summarize(config, checkpoint_root: str | None = None) -> str:
+    """A readable account of what a validated Trinity config will run."""
+    rollout = config.explorer.rollout_model
+    explorer_input = config.buffer.explorer_input
+    lines = [
+        f"experiment      {config.project}/{config.name} (mode {config.mode})",
+        f"model           {config.model.model_path}",
+        f"  lengths       max_model_len {config.model.max_model_len}, "
+        f"prompt {config.model.max_prompt_tokens}, response {config.model.max_response_tokens}",
+        f"algorithm       {config.algorithm.algorithm_type}: group {config.algorithm.repeat_times}, "
+        f"batch {config.buffer.batch_size} tasks ({config.buffer.train_batch_size} experiences), "
+        f"lr {config.algorithm.optimizer.lr}",
+        f"  advantage     {config.algorithm.advantage_fn} {config.algorithm.advantage_fn_args}",
+        f"  policy loss   {config.algorithm.policy_loss_fn}",
+    ]
+    for taskset in explorer_input.tasksets:
+        selector = taskset.data_selector
+        lines.append(f"train taskset   {taskset.name}: {taskset.path} [{taskset.split}], "
+                     f"{config.buffer.total_epochs} epoch(s), selector {selector.selector_type}")
+        if selector.feature_keys:
+            lines.append(f"  features      {selector.feature_keys} {selector.kwargs}")
+        lines.append(f"  workflow      {taskset.default_workflow_type}: "
+                     f"{_name(taskset.workflow_args.get('workflow_func'))}"
+                     f", judge {_name(taskset.workflow_args.get('judge_func'))}")
+    for taskset in explorer_input.eval_tasksets:
+        lines.append(f"eval taskset    {taskset.name}: {taskset.path} [{taskset.split}], "
+                     f"every {config.explorer.eval_interval} steps")
+    operators = [op.name for op in config.data_processor.experience_pipeline.operators] \
+        if config.data_processor.experience_pipeline else []
+    lines += [
+        f"operators       {operators or 'none'} (then the algorithm's advantage)",
+        f"cluster         {config.cluster.node_num} node(s) x {config.cluster.gpu_per_node} GPU(s): "
+        f"{rollout.engine_num} rollout engine(s) x {rollout.tensor_parallel_size} GPU, "
+        f"trainer {config.cluster.trainer_gpu_num} GPU(s)",
+        f"rollout         openai api {rollout.enable_openai_api}, history {rollout.enable_history}, "
+        f"tool parser {rollout.tool_call_parser}, runners/engine {config.explorer.runner_per_model}",
+        f"sync            {config.synchronizer.sync_method.value}, every {config.synchronizer.sync_interval} step(s)",
+        f"checkpoints     {checkpoint_root or config.checkpoint_root_dir}, every {config.trainer.save_interval} steps",
+        f"monitor         {config.monitor.monitor_type}",
+    ]
+    return "\n".join(lines)
+
+
+def _name(func: Callable | None) -> str:
+    return "none" if func is None else f"{func.__module__}.{func.__qualname__}"
+
+
+def detect_cluster() -> tuple[int, int]:
+    """(nodes, GPUs per node) of a running Ray cluster, else of this machine."""
+    import ray
+
+    try:
+        ray.init(address="auto", logging_level="ERROR", log_to_driver=False)
+    except ConnectionError:
+        import torch
+
+        return 1, torch.cuda.device_count()
+    try:
+        gpu_nodes = [n["Resources"].get("GPU", 0) for n in ray.nodes() if n["Alive"] and n["Resources"].get("GPU")]
+    finally:
+        ray.shutdown()
+    return (len(gpu_nodes), int(min(gpu_nodes))) if gpu_nodes else (1, 0)
+
+
+def ensure_ray() -> bool:
+    """Start a local Ray head unless a cluster is reachable; True if we started it."""
+    import ray
+
+    try:
+        ray.init(address="auto", logging_level="ERROR", log_to_driver=False)
+        ray.shutdown()
+        return False
+    except ConnectionError:
+        print("no Ray cluster running: starting a local head (ray start --head)", flush=True)
+        subprocess.run([sys.executable, "-m", "ray.scripts.scripts", "start", "--head",
+                        "--disable-usage-stats"], check=True)
+        return True
+
+
+def launch(args: argparse.Namespace, workflow_func: Callable, judge_func: Callable | None = None,
+           overrides: dict[str, Any] | None = None, prepare: Callable[[], None] | None = None) -> int:
+    """Dry-run or train, as `args` say; returns the process exit code."""
+    overrides = {"model.model_path": args.model_path, "checkpoint_root_dir": args.checkpoint_dir,
+                 **(overrides or {})}
+    for flag in ("gpus", "nodes", "engines"):
+        if getattr(args, flag) is not None and getattr(args, flag) < 1:
+            raise SystemExit(f"error: --{flag} must be at least 1, got {getattr(args, flag)}")
+    raw = load_yaml(args.config)
+
+    nodes, gpus_detected = detect_cluster()
+    gpus = args.gpus or gpus_detected
+    nodes = args.nodes or nodes
+    if gpus_detected == 0 and not args.dry_run:
+        print(NO_GPU_MESSAGE, file=sys.stderr)
+        return 2
+    if gpus == 0:  # a dry run on a machine without GPUs
+        gpus = DRY_RUN_GPUS
+        print(f"no GPU detected: planning for {nodes} node(s) x {gpus} GPUs (set --gpus to change)")
+    tensor_parallel = int(raw.get("explorer", {}).get("rollout_model", {}).get("tensor_parallel_size", 1))
+    try:
+        plan = plan_cluster(nodes, gpus, tensor_parallel, args.engines)
+    except ValueError as exc:
+        raise SystemExit(f"error: {exc}") from None
+    config = resolve_config(raw, overrides, plan)
+
+    if args.dry_run:
+        checkpoint_root = config["checkpoint_root_dir"]
+        with tempfile.TemporaryDirectory(prefix="dry-run-") as scratch:
+            # check_and_update() creates the run's folders: keep them out of the real checkpoint dir.
+            config["checkpoint_root_dir"] = scratch
+            trinity_config = build_trinity_config(write_yaml(config, Path(scratch) / "config.yaml"),
+                                                  workflow_func, judge_func)
+            print(summarize(trinity_config, checkpoint_root=checkpoint_root))
+        if gpus_detected == 0:
+            print("(Trinity's NO GPU DETECTED notice above only means it could not estimate GPU memory here.)")
+        print("dry run: the config is valid; nothing was launched")
+        return 0
+
+    if prepare is not None:
+        prepare()
+    path = write_yaml(config, Path(config["checkpoint_root_dir"]) / f"{config['project']}-{config['name']}.yaml")
+    print(f"launch config: {path}", flush=True)
+    from agentscope.tuner import tune
+
+    ensure_ray()
+    status = tune(workflow_func=workflow_func, judge_func=judge_func, config_path=str(path))
+    if not getattr(status, "success", False):
+        print(f"error: training failed: {getattr(status, 'error', None) or status}", file=sys.stderr)
+        return 1
+    print(f"training finished in {status.total_time_sec:.0f} s")
+    return 0

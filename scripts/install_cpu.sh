@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Install the project into .venv on a CPU-only machine (Python 3.11), with the tested versions.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python="${PYTHON:-python3.11}"
+[ -x .venv/bin/python ] || "$python" -m venv .venv
+pip=(.venv/bin/python -m pip install --progress-bar off)
+"${pip[@]}" -U pip
+# torch first, pinned: anything unpinned would fetch a multi-GB CUDA build instead of the CPU wheel.
+"${pip[@]}" torch==2.13.0
+"${pip[@]}" -e ".[test]" -c requirements/lock-cpu.txt
+# Trinity imports vllm at module level; the wheel without its GPU dependencies is enough on CPU.
+"${pip[@]}" --no-deps -r requirements/vllm-nodeps.txt
+echo "installed into .venv"

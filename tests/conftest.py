@@ -1,0 +1,17 @@
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the test helpers beside this file
+
+
+@pytest.fixture(scope="session")
+def frozenlake_data(tmp_path_factory):
+    """A small dataset written by the real data code: 300 train and 100 test maps, sizes 2..6."""
+    from frozenlake.data import write_dataset
+
+    out = tmp_path_factory.mktemp("frozenlake")
+    write_dataset(out, map_max_size=6, train_size=300, test_size=100, env_max_steps=8, seed=7, progress=False)
+    return out

@@ -1,0 +1,89 @@
+"""A test fixture: an OpenAI-compatible chat server on 127.0.0.1 that answers like vLLM does for Trinity.
+
+Trinity's ModelWrapper (with history recording) asks for `return_token_ids` and
+logprobs, and builds experiences from vLLM's extra response fields: the
+top-level `prompt_token_ids`, and per choice `token_ids` and
+`logprobs.content[*].logprob`. This server returns those fields with made-up
+token ids; the reply text comes from a function of the request, so a test can
+plug in any policy. It is a stand-in for a vLLM engine, not a model.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from typing import Callable
+
+import uvicorn
+from fastapi import FastAPI, Request
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _token_ids(text: str, offset: int) -> list[int]:
+    # One made-up token per word (at least one), distinct from the prompt's ids.
+    return [offset + i for i in range(max(1, len(text.split())))]
+
+
+class FakeVLLMServer:
+    """Serve `/v1/chat/completions`; `reply(request_body) -> text` decides each answer.
+
+    Use as a context manager; `.url` is the base address, `.requests` every body received.
+    """
+
+    def __init__(self, reply: Callable[[dict], str]):
+        self.reply = reply
+        self.requests: list[dict] = []
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        app = FastAPI()
+        app.get("/health")(self._health)
+        app.post("/v1/chat/completions")(self._chat)
+        self._server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning"))
+
+    async def _health(self) -> dict:
+        return {}
+
+    async def _chat(self, request: Request) -> dict:
+        body = await request.json()
+        self.requests.append(body)
+        text = self.reply(body)
+        prompt_text = " ".join(str(m.get("content") or "") for m in body["messages"])
+        prompt_ids = _token_ids(prompt_text, offset=10)
+        ids = _token_ids(text, offset=100_000)
+        return {
+            "id": f"chatcmpl-{len(self.requests)}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body.get("model", "fake"),
+            "prompt_token_ids": prompt_ids,
+            "choices": [{
+                "index": 0,
+                "message": {"role": "assistant", "content": text},
+                "finish_reason": "stop",
+                "token_ids": ids,
+                "logprobs": {"content": [{"token": f"t{i}", "logprob": -0.5, "bytes": None, "top_logprobs": []}
+                                         for i in ids]},
+            }],
+            "usage": {"prompt_tokens": len(prompt_ids), "completion_tokens": len(ids),
+                      "total_tokens": len(prompt_ids) + len(ids)},
+        }
+
+    def __enter__(self) -> "FakeVLLMServer":
+        self._thread = threading.Thread(target=self._server.run, daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + 10
+        while not self._server.started:
+            if time.monotonic() > deadline:
+                raise RuntimeError("fake vLLM server did not start within 10 s")
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout=5)

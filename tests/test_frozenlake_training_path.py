@@ -1,0 +1,121 @@
+"""What tune() launches, short of the GPUs: the dry-run config, and the workflow inside Trinity's adapter."""
+
+import argparse
+import asyncio
+
+import pytest
+import torch
+import yaml
+
+from frozenlake import main as frozenlake_main
+from frozenlake.policies import OracleModel, grid_from_prompt, last_user_text
+from frozenlake.workflow import run_frozen_lake
+from rftkit import launch
+
+from adapter_harness import run_in_adapter
+from conftest import REPO
+from fake_vllm_server import FakeVLLMServer
+
+
+def oracle_reply(body):
+    grid = grid_from_prompt(last_user_text(body["messages"]))
+    return f"The shortest route starts with ```{OracleModel().choose(grid)}```"
+
+
+def test_episode_inside_the_tuner_adapter_yields_rewarded_experiences():
+    task = {"seed": 3, "size": 6, "p": 0.7, "env_max_steps": 8}
+    with FakeVLLMServer(oracle_reply) as server:
+        experiences = asyncio.run(run_in_adapter(run_frozen_lake, task, server.url))
+    assert len(experiences) == len(server.requests) >= 1  # one experience per model call
+    assert all(e.reward == 1.0 for e in experiences)
+    assert experiences[-1].metrics["success"] == 1.0
+    for exp in experiences:
+        response_length = len(exp.tokens) - exp.prompt_length
+        assert response_length > 0 and exp.logprobs.shape == (response_length,)
+    assert all(body["return_token_ids"] and body["logprobs"] for body in server.requests)
+
+
+def test_failed_episode_inside_the_adapter_yields_zero_reward():
+    with FakeVLLMServer(lambda body: "I refuse to move.") as server:
+        experiences = asyncio.run(run_in_adapter(run_frozen_lake, {"seed": 3, "size": 6, "p": 0.7}, server.url))
+    assert len(experiences) == 8 and all(e.reward == 0.0 for e in experiences)
+    assert experiences[-1].metrics["invalid_actions"] == 8.0
+
+
+def test_dry_run_validates_the_shipped_config(tmp_path, capsys):
+    code = frozenlake_main.main(["--dry-run", "--gpus", "2", "--checkpoint-dir", str(tmp_path / "ckpt"),
+                                 "--data-dir", str(tmp_path / "data")])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "multi_step_grpo: group 16, batch 32 tasks (512 experiences), lr 1e-06" in out
+    assert "Qwen/Qwen2.5-3B-Instruct" in out
+    assert "1 node(s) x 2 GPU(s): 1 rollout engine(s) x 1 GPU, trainer 1 GPU(s)" in out
+    assert f"{tmp_path / 'data'} [train]" in out and f"{tmp_path / 'data'} [test]" in out
+    assert "frozenlake.workflow.run_frozen_lake" in out
+    assert not (tmp_path / "ckpt").exists(), "a dry run must not create the checkpoint folder"
+    assert not (tmp_path / "data").exists(), "a dry run must not generate data"
+
+
+def test_dry_run_surfaces_trinity_validation_errors(tmp_path):
+    config = yaml.safe_load((REPO / "configs" / "frozenlake.yaml").read_text())
+    config["model"]["max_prompt_tokens"] = 25000  # plus 2048 response tokens > max_model_len 25600
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(config))
+    with pytest.raises(ValueError, match="max_model_len"):
+        frozenlake_main.main(["--dry-run", "--config", str(bad), "--checkpoint-dir", str(tmp_path)])
+
+
+@pytest.mark.parametrize("nodes,gpus,tp,engines,expected", [
+    (1, 2, 1, None, 1), (1, 8, 1, None, 4), (1, 8, 2, None, 2), (2, 8, 1, None, 8), (1, 8, 1, 6, 6)])
+def test_rollout_engines_are_sized_to_the_gpus(nodes, gpus, tp, engines, expected):
+    plan = launch.plan_cluster(nodes, gpus, tp, engines)
+    assert plan == {"node_num": nodes, "gpu_per_node": gpus, "engine_num": expected}
+
+
+def test_a_plan_that_starves_the_trainer_is_refused():
+    with pytest.raises(ValueError, match="none of the 2"):
+        launch.plan_cluster(1, 2, 1, 2)
+    with pytest.raises(ValueError, match="none of the 1"):
+        launch.plan_cluster(1, 1, 1, None)
+
+
+def test_resolved_config_has_absolute_paths_and_keeps_hub_ids(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    raw = launch.load_yaml(REPO / "configs" / "frozenlake.yaml")
+    plan = {"node_num": 1, "gpu_per_node": 4, "engine_num": 2}
+    config = launch.resolve_config(raw, {"checkpoint_root_dir": "runs"}, plan)
+    assert config["checkpoint_root_dir"] == str(tmp_path / "runs")
+    assert config["buffer"]["explorer_input"]["taskset"]["path"] == str(tmp_path / "data" / "frozenlake")
+    assert config["model"]["model_path"] == "Qwen/Qwen2.5-3B-Instruct"
+    assert config["explorer"]["rollout_model"]["engine_num"] == 2
+    assert config["cluster"] == {"node_num": 1, "gpu_per_node": 4}
+    assert raw["checkpoint_root_dir"] == "./checkpoints", "the loaded YAML must not be modified"
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
+def test_training_without_gpu_exits_nonzero_with_a_clear_message(tmp_path, capsys):
+    code = frozenlake_main.main(["--checkpoint-dir", str(tmp_path / "ckpt"), "--data-dir", str(tmp_path / "d")])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "needs CUDA GPUs" in err and "--dry-run" in err
+    assert not (tmp_path / "ckpt").exists() and not (tmp_path / "d").exists()
+
+
+def test_status_from_tune_decides_the_exit_code(tmp_path, monkeypatch, capsys):
+    """tune() reports failure in its return value; a failed status must not exit 0."""
+    import agentscope.tuner
+
+    class Status:
+        success, error, total_time_sec = False, "Trainer died: NCCL init failed", 1.0
+
+    monkeypatch.setattr(launch, "detect_cluster", lambda: (1, 2))
+    monkeypatch.setattr(launch, "ensure_ray", lambda: False)
+    monkeypatch.setattr(agentscope.tuner, "tune", lambda **kwargs: Status())
+    args = argparse.Namespace(config=str(REPO / "configs" / "frozenlake.yaml"), model_path=None,
+                              checkpoint_dir=str(tmp_path), gpus=None, nodes=None, engines=None, dry_run=False)
+    assert launch.launch(args, run_frozen_lake) == 1
+    assert "NCCL init failed" in capsys.readouterr().err
+    Status.success = True
+    assert launch.launch(args, run_frozen_lake) == 0
+    written = yaml.safe_load((tmp_path / "AgentScope-FrozenLake-frozenlake-grpo.yaml").read_text())
+    assert written["cluster"] == {"node_num": 1, "gpu_per_node": 2}
