@@ -4,16 +4,20 @@ Trinity's ModelWrapper (with history recording) asks for `return_token_ids` and
 logprobs, and builds experiences from vLLM's extra response fields: the
 top-level `prompt_token_ids`, and per choice `token_ids` and
 `logprobs.content[*].logprob`. This server returns those fields with made-up
-token ids; the reply text comes from a function of the request, so a test can
-plug in any policy. It is a stand-in for a vLLM engine, not a model.
+token ids. What it answers comes from a function of the request, so a test can
+plug in any policy: a string is a text reply, a `(tool_name, arguments)` pair a
+tool call. It is a stand-in for a vLLM engine, not a model.
 """
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 import time
-from typing import Callable
+from typing import Callable, Union
+
+Reply = Union[str, tuple[str, dict]]
 
 import uvicorn
 from fastapi import FastAPI, Request
@@ -31,12 +35,12 @@ def _token_ids(text: str, offset: int) -> list[int]:
 
 
 class FakeVLLMServer:
-    """Serve `/v1/chat/completions`; `reply(request_body) -> text` decides each answer.
+    """Serve `/v1/chat/completions`; `reply(request_body)` decides each answer (text or tool call).
 
     Use as a context manager; `.url` is the base address, `.requests` every body received.
     """
 
-    def __init__(self, reply: Callable[[dict], str]):
+    def __init__(self, reply: Callable[[dict], Reply]):
         self.reply = reply
         self.requests: list[dict] = []
         self.port = _free_port()
@@ -52,7 +56,16 @@ class FakeVLLMServer:
     async def _chat(self, request: Request) -> dict:
         body = await request.json()
         self.requests.append(body)
-        text = self.reply(body)
+        answer = self.reply(body)
+        if isinstance(answer, str):
+            message, finish, text = {"role": "assistant", "content": answer}, "stop", answer
+        else:
+            name, arguments = answer
+            text = json.dumps(arguments)
+            message = {"role": "assistant", "content": None, "tool_calls": [{
+                "id": f"call_{len(self.requests)}", "type": "function",
+                "function": {"name": name, "arguments": text}}]}
+            finish = "tool_calls"
         prompt_text = " ".join(str(m.get("content") or "") for m in body["messages"])
         prompt_ids = _token_ids(prompt_text, offset=10)
         ids = _token_ids(text, offset=100_000)
@@ -64,8 +77,8 @@ class FakeVLLMServer:
             "prompt_token_ids": prompt_ids,
             "choices": [{
                 "index": 0,
-                "message": {"role": "assistant", "content": text},
-                "finish_reason": "stop",
+                "message": message,
+                "finish_reason": finish,
                 "token_ids": ids,
                 "logprobs": {"content": [{"token": f"t{i}", "logprob": -0.5, "bytes": None, "top_logprobs": []}
                                          for i in ids]},

@@ -1,0 +1,139 @@
+"""Math data for the BOTS example: guru-RL-92k's math split in GSM8K format, and AIME-24.
+
+Training rows come from LLM360/guru-RL-92k (`train/math__combined_54.4k.parquet`):
+a list-of-messages `prompt`, a nested `reward_model.ground_truth` and two
+reference pass rates. They become
+
+    {question, answer: "#### <ground truth>", qwen2.5_7b_pass_rate, qwen3_30b_pass_rate}
+
+with the instruction sentence about \\boxed{} removed from the question (the
+agent's system prompt asks for it). The conversion is columnar (pyarrow
+compute), so 54,400 rows take well under a second.
+
+Rows that would poison training are dropped and counted: no question, no
+answer, or a pass rate that is missing, NaN or outside [0, 1] (the BOTS
+estimator mixes every task's features into every posterior update, so one
+NaN corrupts them all).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from rftkit.files import atomic_paths
+
+GURU_REPO = "LLM360/guru-RL-92k"
+GURU_MATH_FILE = "train/math__combined_54.4k.parquet"
+AIME24_REPO = "HuggingFaceH4/aime_2024"
+PASS_RATE_COLUMNS = ("qwen2.5_7b_pass_rate", "qwen3_30b_pass_rate")  # weak reference first
+BOXED_INSTRUCTION = "Please output the final answer within \\boxed{}."
+
+DEFAULT_RAW_DIR = "data/raw/guru"
+DEFAULT_TRAIN_DIR = "data/math_bots/guru_math"
+DEFAULT_AIME_DIR = "data/math_bots/aime24"
+
+
+class DataError(ValueError):
+    """The input does not have the shape the conversion needs."""
+
+
+def _require(table: pa.Table, column: str, where: str) -> pa.ChunkedArray:
+    if column not in table.column_names:
+        raise DataError(f"{where}: missing column {column!r}; columns are {table.column_names}")
+    return table.column(column)
+
+
+def _clean_text(values: pa.ChunkedArray) -> pa.ChunkedArray:
+    """Strings with surrounding white space removed; empty strings become null."""
+    text = pc.utf8_trim_whitespace(pc.cast(values, pa.string()))
+    return pc.if_else(pc.equal(text, ""), pa.scalar(None, pa.string()), text)
+
+
+def convert_guru(table: pa.Table, source: str = "input") -> tuple[pa.Table, dict[str, int]]:
+    """guru-shaped rows to GSM8K-format rows; returns (kept rows, dropped count per reason)."""
+    prompt = _require(table, "prompt", source)
+    reward_model = _require(table, "reward_model", source)
+    if not pa.types.is_list(prompt.type) and not pa.types.is_large_list(prompt.type):
+        raise DataError(f"{source}: column 'prompt' must be a list of chat messages, found {prompt.type}")
+    first_message = pc.list_element(pc.if_else(pc.greater(pc.list_value_length(prompt), 0), prompt, None), 0)
+    question = _clean_text(pc.replace_substring(pc.struct_field(first_message, "content"), BOXED_INSTRUCTION, ""))
+    truth = _clean_text(pc.struct_field(reward_model, "ground_truth"))
+    columns = {"question": question, "answer": pc.binary_join_element_wise("#### ", truth, "")}
+    invalid = {"no question": pc.is_null(question), "no answer": pc.is_null(truth)}
+    for name in PASS_RATE_COLUMNS:
+        rate = pc.cast(_require(table, name, source), pa.float64())
+        out_of_range = pc.or_kleene(pc.less(rate, 0.0), pc.greater(rate, 1.0))
+        invalid[f"{name} missing or NaN"] = pc.or_kleene(pc.is_null(rate), pc.is_nan(rate))
+        invalid[f"{name} outside [0, 1]"] = pc.fill_null(out_of_range, False)
+        columns[name] = rate
+
+    # Count each dropped row under the first reason it fails.
+    dropped, already = {}, np.zeros(len(table), dtype=bool)
+    for reason, mask in invalid.items():
+        mask = pc.fill_null(mask, True).to_numpy(zero_copy_only=False)
+        dropped[reason] = int((mask & ~already).sum())
+        already |= mask
+    kept = pa.table(columns).filter(pa.array(~already))
+    return kept, dropped
+
+
+def convert_aime(table: pa.Table, source: str = "input") -> pa.Table:
+    """AIME rows with problem/answer columns (any capitalisation, or question/answer) to {question, answer}."""
+    by_lower = {name.lower(): name for name in table.column_names}
+    question_col = by_lower.get("problem") or by_lower.get("question")
+    answer_col = by_lower.get("answer")
+    if question_col is None or answer_col is None:
+        raise DataError(f"{source}: expected a 'problem' (or 'question') and an 'answer' column; "
+                        f"columns are {table.column_names}")
+    question = _clean_text(table.column(question_col))
+    truth = _clean_text(pc.cast(table.column(answer_col), pa.string()))
+    bad = pc.or_kleene(pc.is_null(question), pc.is_null(truth)).to_numpy(zero_copy_only=False)
+    if bad.any():
+        raise DataError(f"{source}: row {int(np.flatnonzero(bad)[0])} has no problem or no answer")
+    return pa.table({"question": question, "answer": pc.binary_join_element_wise("#### ", truth, "")})
+
+
+def read_table(path: str | Path) -> pa.Table:
+    """A parquet, jsonl or json file as an arrow table."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no such file")
+    if path.suffix in (".jsonl", ".json"):
+        import datasets
+
+        return datasets.load_dataset("json", data_files=str(path), split="train").data.table
+    return pq.read_table(path)
+
+
+def download_guru(raw_dir: str | Path) -> Path:
+    """Fetch guru-RL-92k's math file into `raw_dir` (or reuse it); a clear error when offline."""
+    from huggingface_hub import hf_hub_download
+
+    try:
+        return Path(hf_hub_download(GURU_REPO, GURU_MATH_FILE, repo_type="dataset", local_dir=str(raw_dir)))
+    except Exception as exc:  # noqa: BLE001 - offline, gated, renamed: all end the same way
+        raise RuntimeError(f"could not download {GURU_REPO}/{GURU_MATH_FILE} ({type(exc).__name__}: {exc}). "
+                           f"Download it elsewhere and pass --input PATH.") from exc
+
+
+def load_aime24_from_hub() -> pa.Table:
+    import datasets
+
+    try:
+        return datasets.load_dataset(AIME24_REPO, split="train").data.table
+    except Exception as exc:  # noqa: BLE001
+        raise RuntimeError(f"could not load {AIME24_REPO} ({type(exc).__name__}: {exc}). "
+                           f"Pass a local copy with --aime_input PATH.") from exc
+
+
+def write_split(table: pa.Table, out_dir: str | Path, split: str) -> Path:
+    """Write `table` as `<out_dir>/<split>.parquet`, atomically."""
+    path = Path(out_dir) / f"{split}.parquet"
+    with atomic_paths(path) as (tmp,):
+        pq.write_table(table, tmp)
+    return path

@@ -1,0 +1,42 @@
+"""Train the math agent with multi-step GRPO through agentscope.tuner.tune(), with a chosen task selector.
+
+    python math_bots/main.py --config configs/config_random.yaml       # baseline: uniform tasks
+    python math_bots/main.py --config configs/config_difficulty.yaml   # BOTS: difficulty_based
+    python math_bots/main.py --config configs/config_difficulty.yaml --dry-run
+
+Data: run scripts/prepare_math_data.py first; the config names its outputs.
+"""
+
+import argparse
+import sys
+from pathlib import Path
+
+from math_bots.judge import gsm8k_judge
+from math_bots.workflow import run_react_agent
+from rftkit.launch import add_arguments, launch, load_yaml
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(parser, default_config=str(REPO / "configs" / "config_difficulty.yaml"))
+    parser.add_argument("--train-dir", help="folder with the training split's train.parquet (default: the config's)")
+    parser.add_argument("--eval-dir", help="folder with AIME-24's test.parquet (default: the config's)")
+    args = parser.parse_args(argv)
+
+    def prepare() -> None:
+        explorer_input = load_yaml(args.config)["buffer"]["explorer_input"]
+        folders = [args.train_dir or explorer_input["taskset"]["path"],
+                   args.eval_dir or explorer_input["eval_tasksets"][0]["path"]]
+        missing = [folder for folder in folders if not Path(folder).is_dir() or not any(Path(folder).glob("*.parquet"))]
+        if missing:
+            raise SystemExit(f"error: no data in {', '.join(missing)}: run scripts/prepare_math_data.py first")
+
+    overrides = {"buffer.explorer_input.taskset.path": args.train_dir,
+                 "buffer.explorer_input.eval_tasksets.0.path": args.eval_dir}
+    return launch(args, run_react_agent, gsm8k_judge, overrides=overrides, prepare=prepare)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,45 @@
+"""`run_react_agent`: a ReActAgent with a Python tool answers one math problem in \\boxed{}."""
+
+from __future__ import annotations
+
+from agentscope.agent import ReActAgent
+from agentscope.formatter import OpenAIChatFormatter
+from agentscope.message import Msg
+from agentscope.model import ChatModelBase
+from agentscope.tool import Toolkit, execute_python_code
+from agentscope.tuner import WorkflowOutput
+
+SYSTEM_PROMPT = (
+    "You are an agent that solves math problems. You can call the tool execute_python_code to run "
+    "Python code for calculations or to check your answer; print what you want to see. "
+    "Give your final answer within \\boxed{}."
+)
+
+# Seconds a single code execution may run; a runaway loop costs one tool call, not the rollout.
+CODE_TIMEOUT = 10
+MAX_ITERS = 10
+
+
+def make_toolkit(code_timeout: float = CODE_TIMEOUT) -> Toolkit:
+    toolkit = Toolkit()
+    toolkit.register_tool_function(execute_python_code, preset_kwargs={"timeout": code_timeout})
+    return toolkit
+
+
+async def run_react_agent(
+    task: dict,
+    model: ChatModelBase,
+    auxiliary_models: dict[str, ChatModelBase] | None = None,
+) -> WorkflowOutput:
+    """Ask the agent `task["question"]`; the judge scores the reply afterwards."""
+    agent = ReActAgent(
+        name="react_agent",
+        sys_prompt=SYSTEM_PROMPT,
+        model=model,
+        formatter=OpenAIChatFormatter(),
+        toolkit=make_toolkit(),
+        max_iters=MAX_ITERS,
+    )
+    agent.set_console_output_enabled(False)
+    response = await agent.reply(Msg("user", task["question"], role="user"))
+    return WorkflowOutput(response=response)

@@ -1,0 +1,132 @@
+"""Prepare the math BOTS data: guru-RL-92k's math split (train) and AIME-24 (eval), in GSM8K format.
+
+    python scripts/prepare_math_data.py                        # download from the hub
+    python scripts/prepare_math_data.py --input guru_math.parquet --aime_input aime24.parquet
+
+Writes <processed_data_dir>/train.parquet, <aime_dir>/test.parquet and a pass-rate
+histogram (pass_rates.png) beside the training split.
+"""
+
+import argparse
+import sys
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from tqdm import tqdm
+
+from math_bots.data import (
+    DEFAULT_AIME_DIR,
+    DEFAULT_RAW_DIR,
+    DEFAULT_TRAIN_DIR,
+    PASS_RATE_COLUMNS,
+    DataError,
+    convert_aime,
+    convert_guru,
+    download_guru,
+    load_aime24_from_hub,
+    read_table,
+    write_split,
+)
+from rftkit.files import atomic_paths
+
+BATCH_ROWS = 8192
+
+
+def record_batches(path: Path):
+    """(batches, row count) of a parquet file read in slices, or of a json/jsonl file."""
+    if path.suffix == ".parquet":
+        parquet = pq.ParquetFile(path)
+        return parquet.iter_batches(batch_size=BATCH_ROWS), parquet.metadata.num_rows
+    table = read_table(path)
+    return table.to_batches(max_chunksize=BATCH_ROWS), table.num_rows
+
+
+def convert_file(path: Path) -> tuple[pa.Table, Counter, int]:
+    batches, total = record_batches(path)
+    kept, dropped = [], Counter()
+    with tqdm(total=total, desc="converting", unit="row") as bar:
+        for batch in batches:
+            table, batch_dropped = convert_guru(pa.Table.from_batches([batch]), source=str(path))
+            kept.append(table)
+            dropped.update(batch_dropped)
+            bar.update(batch.num_rows)
+    return pa.concat_tables(kept), dropped, total
+
+
+def histogram_lines(table: pa.Table) -> list[str]:
+    bins = np.linspace(0, 1, 11)
+    lines = ["pass-rate histogram (rows per bin)", "bin          " + "  ".join(f"{c:>22}" for c in PASS_RATE_COLUMNS)]
+    counts = [np.histogram(table.column(c).to_numpy(), bins=bins)[0] for c in PASS_RATE_COLUMNS]
+    for i in range(10):
+        lines.append(f"[{bins[i]:.1f}, {bins[i + 1]:.1f}{']' if i == 9 else ')'}  "
+                     + "  ".join(f"{c[i]:>22}" for c in counts))
+    return lines
+
+
+def plot_pass_rates(table: pa.Table, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(PASS_RATE_COLUMNS), figsize=(10, 3.5), sharey=True)
+    for ax, column in zip(axes, PASS_RATE_COLUMNS):
+        ax.hist(table.column(column).to_numpy(), bins=20, range=(0, 1), color="tab:blue")
+        ax.set_title(column)
+        ax.set_xlabel("reference pass rate")
+    axes[0].set_ylabel("tasks")
+    fig.suptitle(f"difficulty features of {table.num_rows} training tasks")
+    fig.tight_layout()
+    with atomic_paths(path) as (tmp,):
+        fig.savefig(tmp, format="png", dpi=100)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--input", type=Path, help="local guru math file (parquet or jsonl) instead of downloading")
+    parser.add_argument("--raw_data_dir", type=Path, default=Path(DEFAULT_RAW_DIR),
+                        help="where the downloaded guru file goes (default: %(default)s)")
+    parser.add_argument("--processed_data_dir", type=Path, default=Path(DEFAULT_TRAIN_DIR),
+                        help="output folder of the training split (default: %(default)s)")
+    parser.add_argument("--aime_input", type=Path, help="local AIME-24 file (problem/answer columns) "
+                                                         "instead of loading it from the hub")
+    parser.add_argument("--aime_dir", type=Path, default=Path(DEFAULT_AIME_DIR),
+                        help="output folder of the AIME-24 eval split (default: %(default)s)")
+    args = parser.parse_args(argv)
+
+    try:
+        source = args.input or download_guru(args.raw_data_dir)
+        train, dropped, total = convert_file(Path(source))
+    except (FileNotFoundError, DataError) as exc:
+        parser.error(f"--input: {exc}")
+    except RuntimeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    train_path = write_split(train, args.processed_data_dir, "train")
+    plot_pass_rates(train, args.processed_data_dir / "pass_rates.png")
+
+    print(f"\nread {total} rows from {source}")
+    print(f"kept {train.num_rows} -> {train_path}")
+    for reason, count in dropped.items():
+        print(f"dropped {count:>6}  {reason}")
+    print("\n".join(histogram_lines(train)))
+    print(f"plot: {args.processed_data_dir / 'pass_rates.png'}")
+
+    try:
+        aime = convert_aime(read_table(args.aime_input) if args.aime_input else load_aime24_from_hub(),
+                            source=str(args.aime_input or "AIME-24"))
+    except (FileNotFoundError, DataError) as exc:
+        parser.error(f"--aime_input: {exc}")
+    except RuntimeError as exc:
+        print(f"\nwarning: AIME-24 eval split not written: {exc}", file=sys.stderr)
+        return 0
+    print(f"\nAIME-24: {aime.num_rows} problems -> {write_split(aime, args.aime_dir, 'test')}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

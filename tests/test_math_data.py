@@ -1,0 +1,103 @@
+"""guru-RL-92k to GSM8K-format conversion, on a guru-shaped parquet written here."""
+
+import subprocess
+import sys
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from math_bots.data import BOXED_INSTRUCTION, DataError, convert_aime, convert_guru
+
+from conftest import REPO
+
+
+def guru_row(question, truth, weak=0.25, strong=0.75, prompt=None):
+    """One row shaped like guru-RL-92k's math parquet."""
+    return {
+        "data_source": "math",
+        "prompt": prompt if prompt is not None else [{"role": "user", "content": question}],
+        "ability": "math",
+        "reward_model": {"ground_truth": truth, "style": "rule"},
+        "extra_info": {"index": 0},
+        "qwen2.5_7b_pass_rate": weak,
+        "qwen3_30b_pass_rate": strong,
+    }
+
+
+GOOD = [guru_row(f"What is {i} + {i}? {BOXED_INSTRUCTION}", str(2 * i), weak=i / 20, strong=min(1.0, i / 10))
+        for i in range(10)]
+BAD = {
+    "no question": [guru_row("   ", "1"), guru_row("x", "1", prompt=[])],
+    "no answer": [guru_row("Q", None), guru_row("Q", " ")],
+    "qwen2.5_7b_pass_rate missing or NaN": [guru_row("Q", "1", weak=None), guru_row("Q", "1", weak=float("nan"))],
+    "qwen2.5_7b_pass_rate outside [0, 1]": [guru_row("Q", "1", weak=-0.1)],
+    "qwen3_30b_pass_rate missing or NaN": [guru_row("Q", "1", strong=float("nan"))],
+    "qwen3_30b_pass_rate outside [0, 1]": [guru_row("Q", "1", strong=1.01)],
+}
+
+
+@pytest.fixture
+def guru_parquet(tmp_path):
+    path = tmp_path / "math__combined.parquet"
+    rows = [row for bad in BAD.values() for row in bad] + GOOD
+    pq.write_table(pa.Table.from_pylist(rows), path)
+    return path
+
+
+def test_conversion_keeps_good_rows_in_gsm8k_format(guru_parquet):
+    kept, dropped = convert_guru(pq.read_table(guru_parquet))
+    assert kept.column_names == ["question", "answer", "qwen2.5_7b_pass_rate", "qwen3_30b_pass_rate"]
+    rows = kept.to_pylist()
+    assert len(rows) == len(GOOD)
+    assert rows[3] == {"question": "What is 3 + 3?", "answer": "#### 6",
+                       "qwen2.5_7b_pass_rate": 0.15, "qwen3_30b_pass_rate": 0.3}
+    assert all(BOXED_INSTRUCTION not in r["question"] for r in rows)
+    assert dropped == {reason: len(rows) for reason, rows in BAD.items()}
+
+
+def test_conversion_names_a_missing_column():
+    table = pa.Table.from_pylist([guru_row("Q", "1")]).drop_columns(["qwen3_30b_pass_rate"])
+    with pytest.raises(DataError, match="qwen3_30b_pass_rate"):
+        convert_guru(table, source="guru.parquet")
+
+
+def test_aime_conversion_accepts_hub_column_names():
+    table = pa.table({"id": [1, 2], "Problem": ["Find x.", "Find y."], "Answer": [33, 204]})
+    assert convert_aime(table).to_pylist() == [{"question": "Find x.", "answer": "#### 33"},
+                                               {"question": "Find y.", "answer": "#### 204"}]
+    with pytest.raises(DataError, match="row 1"):
+        convert_aime(pa.table({"problem": ["a", None], "answer": ["1", "2"]}))
+
+
+def test_script_writes_splits_report_and_plot(guru_parquet, tmp_path):
+    aime = tmp_path / "aime.parquet"
+    pq.write_table(pa.table({"problem": ["P1", "P2", "P3"], "answer": ["1", "2", "3"]}), aime)
+    out = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "prepare_math_data.py"), "--input", str(guru_parquet),
+         "--processed_data_dir", str(tmp_path / "train"), "--aime_input", str(aime),
+         "--aime_dir", str(tmp_path / "aime24")], capture_output=True, text=True, check=True).stdout
+    assert f"read {len(GOOD) + 9} rows" in out and f"kept {len(GOOD)}" in out
+    assert "dropped      2  no answer" in out and "pass-rate histogram" in out
+    assert pq.read_table(tmp_path / "train" / "train.parquet").num_rows == len(GOOD)
+    assert pq.read_table(tmp_path / "aime24" / "test.parquet").column("answer").to_pylist()[0] == "#### 1"
+    assert (tmp_path / "train" / "pass_rates.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_script_offline_without_input_fails_clearly(tmp_path):
+    result = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "prepare_math_data.py"), "--raw_data_dir", str(tmp_path / "raw"),
+         "--processed_data_dir", str(tmp_path / "train")],
+        capture_output=True, text=True, env={**__import__("os").environ, "HF_HUB_OFFLINE": "1"})
+    assert result.returncode == 1
+    assert "could not download LLM360/guru-RL-92k" in result.stderr and "--input" in result.stderr
+    assert not (tmp_path / "train").exists()
+
+
+def test_script_rejects_a_file_of_the_wrong_shape(tmp_path):
+    wrong = tmp_path / "wrong.parquet"
+    pq.write_table(pa.table({"question": ["Q"], "answer": ["1"]}), wrong)
+    result = subprocess.run([sys.executable, str(REPO / "scripts" / "prepare_math_data.py"), "--input", str(wrong),
+                             "--processed_data_dir", str(tmp_path / "train")], capture_output=True, text=True)
+    assert result.returncode == 2 and "missing column 'prompt'" in result.stderr
+    assert not (tmp_path / "train").exists()

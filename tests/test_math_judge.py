@@ -1,0 +1,44 @@
+"""gsm8k_judge on equivalent and wrong answers."""
+
+import asyncio
+
+import pytest
+from agentscope.message import Msg
+from trinity.common.rewards.math_reward import MathBoxedRewardFn
+
+from math_bots.judge import ground_truth, gsm8k_judge
+
+
+@pytest.mark.parametrize("reply,truth,accuracy,fmt", [
+    ("The answer is \\boxed{72}.", "72", 1.0, 1.0),
+    ("So x = \\boxed{\\frac{1}{2}}", "0.5", 1.0, 1.0),      # Trinity's function alone scores 0
+    ("It costs \\boxed{18,000} dollars.", "18000", 1.0, 1.0),  # Trinity's function alone scores 0
+    ("\\boxed{\\dfrac{3}{4}}", "0.75", 1.0, 1.0),
+    ("\\boxed{2\\sqrt{2}}", "\\sqrt{8}", 1.0, 1.0),
+    ("<think>hmm</think> \\boxed{3}", "3", 1.0, 1.0),
+    ("First \\boxed{5}, no, finally \\boxed{6}", "6", 1.0, 1.0),   # the last box counts
+    ("First \\boxed{6}, no, finally \\boxed{5}", "6", 0.0, 1.0),
+    ("\\boxed{71}", "72", 0.0, 1.0),
+    ("\\boxed{0.333}", "\\frac{1}{3}", 0.0, 1.0),
+    ("\\boxed{1,2}", "12", 0.0, 1.0),
+    ("The answer is 72.", "72", 0.0, 0.0),                  # no \boxed{}: not an answer
+    ("\\boxed{", "5", 0.0, 0.0),
+    ("", "5", 0.0, 0.0),
+])
+def test_judge_scores_equivalent_and_wrong_answers(reply, truth, accuracy, fmt):
+    task = {"question": "?", "answer": f"Some working.\n#### {truth}"}
+    out = asyncio.run(gsm8k_judge(task, Msg("react_agent", reply, "assistant"), None))
+    assert out.reward == accuracy
+    assert out.metrics == {"accuracy": accuracy, "format": fmt}
+
+
+def test_math_verify_adds_what_trinity_misses():
+    fn = MathBoxedRewardFn()
+    assert fn(response="\\boxed{\\frac{1}{2}}", truth="0.5")["accuracy"] == 0.0
+    assert fn(response="\\boxed{18,000}", truth="18000")["accuracy"] == 0.0
+
+
+def test_ground_truth_parsing():
+    assert ground_truth("He pays 3 * 4 = 12.\n#### 12") == "12"
+    assert ground_truth("#### \\frac{1}{2} ") == "\\frac{1}{2}"
+    assert ground_truth(204) == "204"
