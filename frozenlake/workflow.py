@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from agentscope.message import Msg
 from agentscope.model import ChatModelBase
 from agentscope.tuner import WorkflowOutput
@@ -10,6 +12,13 @@ from frozenlake.agent import FrozenLakeAgent
 from frozenlake.env import FrozenLakeEnv
 
 ENV_MAX_STEPS = 8
+END_LINE = "Episode ended: "
+
+
+def end_reason(response_text: str) -> str | None:
+    """Why an episode ended ("goal", "hole", "max_steps", "model_error"), read from its response."""
+    match = re.search(rf"^{END_LINE}(\w+)", response_text or "", re.MULTILINE)
+    return match.group(1) if match else None
 
 
 async def run_frozen_lake(
@@ -47,7 +56,7 @@ async def run_frozen_lake(
         reward = 0.0
     summary = (f"Final observation:\n{observation}\n"
                f"Reward: {reward}\nSteps: {env.steps} of {max_steps}\n"
-               f"Episode ended: {reason}" + (f" ({error})" if error else ""))
+               f"{END_LINE}{reason}" + (f" ({error})" if error else ""))
     return WorkflowOutput(
         reward=reward,
         response=Msg("assistant", summary, role="assistant"),

@@ -8,7 +8,7 @@ pip=(.venv/bin/python -m pip install --progress-bar off)
 "${pip[@]}" -U pip
 # torch first, pinned: anything unpinned would fetch a multi-GB CUDA build instead of the CPU wheel.
 "${pip[@]}" torch==2.13.0
-"${pip[@]}" -e ".[test]" -c requirements/lock-cpu.txt
-# Trinity imports vllm at module level; the wheel without its GPU dependencies is enough on CPU.
-"${pip[@]}" --no-deps -r requirements/vllm-nodeps.txt
+"${pip[@]}" -e ".[test,local]" -c requirements/lock-cpu.txt
+# Packages whose declared dependencies are not needed here (see the file).
+"${pip[@]}" --no-deps -r requirements/nodeps.txt
 echo "installed into .venv"

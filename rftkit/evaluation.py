@@ -1,0 +1,97 @@
+"""Running a workflow over a split for evaluation: concurrency, transcripts, failures, intervals.
+
+Every episode is played by the project's own workflow with a `TranscriptModel`
+around the chat model, so the report sees each prompt and reply. A model that
+raises or times out is recorded on its episode, which scores 0; the run goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import AsyncGenerator
+from typing import Any, Awaitable, Callable
+
+from agentscope.model import ChatModelBase, ChatResponse
+from tqdm import tqdm
+
+
+def response_text(response: ChatResponse) -> str:
+    return "".join(block.get("text", "") for block in response.content if block.get("type") == "text")
+
+
+def prompt_text(messages: list[dict]) -> str:
+    """The text of the last message sent to the model."""
+    content = messages[-1].get("content") if messages else ""
+    if isinstance(content, list):
+        return "\n".join(block.get("text", "") for block in content if isinstance(block, dict))
+    return str(content or "")
+
+
+class TranscriptModel(ChatModelBase):
+    """Delegates to `inner` and records every (prompt, reply) pair in `turns`."""
+
+    def __init__(self, inner: ChatModelBase):
+        super().__init__(model_name=inner.model_name, stream=False)
+        self.inner = inner
+        self.turns: list[dict[str, str]] = []
+
+    async def __call__(self, messages: list[dict], *args, **kwargs) -> ChatResponse:
+        result = await self.inner(messages, *args, **kwargs)
+        if isinstance(result, AsyncGenerator):  # a streaming model: its last chunk holds the whole reply
+            async for chunk in result:
+                last = chunk
+            result = last
+        self.turns.append({"prompt": prompt_text(messages), "reply": response_text(result)})
+        return result
+
+
+def wilson_interval(successes: float, trials: int, z: float = 1.96) -> tuple[float, float]:
+    """The 95% Wilson score interval of a success rate (sensible at 0 and 1, unlike the normal one)."""
+    if trials == 0:
+        return 0.0, 0.0
+    rate = successes / trials
+    denominator = 1 + z * z / trials
+    centre = (rate + z * z / (2 * trials)) / denominator
+    half = z * math.sqrt(rate * (1 - rate) / trials + z * z / (4 * trials * trials)) / denominator
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+async def run_episodes(
+    tasks: list[dict],
+    play: Callable[[dict, ChatModelBase], Awaitable[dict[str, Any]]],
+    make_model: Callable[[int], ChatModelBase],
+    repeats: int = 1,
+    concurrency: int = 4,
+    timeout: float = 600.0,
+) -> list[dict[str, Any]]:
+    """Play every task `repeats` times, `concurrency` at once; one record per episode, in task order.
+
+    `make_model(episode_number)` gives each episode its own model (a seeded
+    policy can seed from the number, so results do not depend on scheduling).
+    `play(task, model)` returns the episode's fields (at least `reward`). An
+    exception or a timeout becomes `{"reward": 0.0, "error": ...}` instead.
+    """
+    limit = asyncio.Semaphore(concurrency)
+    jobs = [(i, task, r) for i, task in enumerate(tasks) for r in range(repeats)]
+
+    async def one(episode_number: int, task_number: int, task: dict, repeat: int) -> dict[str, Any]:
+        async with limit:
+            model = TranscriptModel(make_model(episode_number))
+            record: dict[str, Any] = {"task_number": task_number, "repeat": repeat, "task": task}
+            try:
+                record.update(await asyncio.wait_for(play(task, model), timeout))
+                record["error"] = None
+            except asyncio.TimeoutError:
+                record.update(reward=0.0, error=f"timeout after {timeout:g} s")
+            except Exception as exc:  # noqa: BLE001 - recorded on the episode; the run goes on
+                record.update(reward=0.0, error=f"{type(exc).__name__}: {exc}")
+            record["turns"] = model.turns
+            return record
+
+    records = []
+    with tqdm(total=len(jobs), desc="episodes", unit="ep") as bar:
+        for finished in asyncio.as_completed([one(n, *job) for n, job in enumerate(jobs)]):
+            records.append(await finished)
+            bar.update()
+    return sorted(records, key=lambda r: (r["task_number"], r["repeat"]))

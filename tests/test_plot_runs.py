@@ -1,0 +1,56 @@
+"""scripts/plot_runs.py on tensorboard event files written here, laid out as Trinity writes them."""
+
+import importlib.util
+
+import pytest
+from torch.utils.tensorboard import SummaryWriter
+
+from conftest import REPO
+
+spec = importlib.util.spec_from_file_location("plot_runs", REPO / "scripts" / "plot_runs.py")
+plot_runs = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(plot_runs)
+
+
+def write_run(folder, rollout, evals):
+    explorer = SummaryWriter(str(folder / "monitor" / "tensorboard" / "explorer"))
+    for step, value in enumerate(rollout, start=1):
+        explorer.add_scalar("rollout/accuracy/mean", value, step)
+    for step, value in evals.items():
+        explorer.add_scalar("eval/aime24/accuracy", value, step)
+    explorer.close()
+    trainer = SummaryWriter(str(folder / "monitor" / "tensorboard" / "trainer"))
+    trainer.add_scalar("actor/pg_loss", 0.1, 1)
+    trainer.close()
+
+
+def test_plots_runs_side_by_side_with_final_and_best(tmp_path, capsys):
+    write_run(tmp_path / "random", [0.10, 0.15, 0.12], {0: 0.05, 2: 0.07})
+    write_run(tmp_path / "bots", [0.40, 0.55, 0.50], {0: 0.05, 2: 0.10})
+    out = tmp_path / "plots" / "compare.png"
+    assert plot_runs.main([f"random={tmp_path / 'random'}", str(tmp_path / "bots"), "--out", str(out)]) == 0
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    table = out.with_suffix(".md").read_text()
+    assert table == capsys.readouterr().out.split("\nwrote")[0]
+    assert "| rollout/accuracy/mean | random | 0.1200 (3) | 0.1500 (2) |" in table
+    assert "| rollout/accuracy/mean | bots | 0.5000 (3) | 0.5500 (2) |" in table
+    assert "| eval/aime24/accuracy | bots | 0.1000 (2) | 0.1000 (2) |" in table
+
+
+def test_reads_every_event_file_below_a_run(tmp_path):
+    write_run(tmp_path / "run", [0.2, 0.3], {})
+    series = plot_runs.read_scalars(tmp_path / "run")
+    assert series["rollout/accuracy/mean"] == [(1, pytest.approx(0.2)), (2, pytest.approx(0.3))]
+    assert "actor/pg_loss" in series  # from the trainer's file
+
+
+def test_unknown_scalars_and_empty_folders_are_refused(tmp_path, capsys):
+    write_run(tmp_path / "run", [0.2], {})
+    with pytest.raises(SystemExit):
+        plot_runs.main([str(tmp_path / "run"), "--scalars", "no/such/tag", "--out", str(tmp_path / "x.png")])
+    assert "rollout/accuracy/mean" in capsys.readouterr().err  # lists what is there
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(SystemExit):
+        plot_runs.main([str(tmp_path / "empty"), "--out", str(tmp_path / "x.png")])
+    assert "no tensorboard event files" in capsys.readouterr().err
+    assert not (tmp_path / "x.png").exists()
