@@ -2,7 +2,8 @@
 
 Each row fully determines its map through `generate_map(size, p, seed)`;
 the columns `env_max_steps` and `shortest_path_length` travel with it so the
-workflow plays with the budget the map was checked against.
+workflow plays with the budget the map was checked against. Two exact
+reference pass rates (frozenlake/reference.py) are BOTS's difficulty features.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import pyarrow.parquet as pq
 from tqdm import tqdm
 
 from frozenlake.maps import P_RANGE, generate_map, shortest_path_length
+from frozenlake.reference import STRONG, WEAK, reference_pass_rates
 from rftkit.files import atomic_paths
 
 DEFAULT_DIR = "data/frozenlake"
@@ -27,6 +29,8 @@ SCHEMA = pa.schema([
     ("uid", pa.string()),
     ("env_max_steps", pa.int64()),
     ("shortest_path_length", pa.int64()),
+    (WEAK, pa.float64()),
+    (STRONG, pa.float64()),
 ])
 
 # Give up rather than spin forever when the settings make solvable maps too rare.
@@ -66,12 +70,13 @@ def solvable_tasks(count: int, map_max_size: int, env_max_steps: int, seed: int,
             uid = f"{map_seed}_{size}_{p}"
             if uid in seen:
                 continue
-            length = shortest_path_length(generate_map(size, p, map_seed))
+            desc = generate_map(size, p, map_seed)
+            length = shortest_path_length(desc)
             if length is None or length > env_max_steps:
                 continue
             seen.add(uid)
-            rows.append({"seed": map_seed, "size": size, "p": p, "uid": uid,
-                         "env_max_steps": env_max_steps, "shortest_path_length": length})
+            rows.append({"seed": map_seed, "size": size, "p": p, "uid": uid, "env_max_steps": env_max_steps,
+                         "shortest_path_length": length, **reference_pass_rates(desc, env_max_steps)})
             bar.update()
     return rows
 

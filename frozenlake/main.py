@@ -2,6 +2,7 @@
 
     python frozenlake/main.py --dry-run      # validate and print the full config, on any machine
     python frozenlake/main.py                # train (needs CUDA GPUs)
+    python frozenlake/main.py --config configs/frozenlake_difficulty.yaml   # with BOTS task selection
 
 Hyper-parameters live in configs/frozenlake.yaml; flags override the paths.
 """
@@ -11,9 +12,11 @@ import os
 import sys
 from pathlib import Path
 
+import pyarrow.parquet as pq
+
 from frozenlake.data import DEFAULT_DIR, write_dataset
 from frozenlake.workflow import run_frozen_lake
-from rftkit.launch import add_arguments, launch
+from rftkit.launch import add_arguments, launch, load_yaml
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -27,9 +30,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     def prepare() -> None:
-        if not (Path(args.data_dir) / "train.parquet").exists():
+        train = Path(args.data_dir) / "train.parquet"
+        if not train.exists():
             print(f"no data in {args.data_dir}: generating it (scripts/get_frozenlake_data.py defaults)")
             write_dataset(args.data_dir)
+        selector = load_yaml(args.config)["buffer"]["explorer_input"]["taskset"].get("data_selector", {})
+        missing = set(selector.get("feature_keys", [])) - set(pq.read_schema(train).names)
+        if missing:
+            raise SystemExit(f"error: {train} has no column {sorted(missing)} that the selector needs; "
+                             f"regenerate it with scripts/get_frozenlake_data.py")
 
     overrides = {"buffer.explorer_input.taskset.path": args.data_dir,
                  "buffer.explorer_input.eval_tasksets.0.path": args.data_dir}

@@ -51,34 +51,56 @@ def find(desc: list[str], letter: str) -> tuple[int, int]:
     raise ValueError(f"map has no {letter!r} tile: {desc}")
 
 
+def neighbours(desc: list[str], cell: tuple[int, int]):
+    """(action, next cell) for each move that stays on the map, in `ACTIONS` order."""
+    for action in ACTIONS:
+        dr, dc = MOVES[action]
+        nxt = (cell[0] + dr, cell[1] + dc)
+        if 0 <= nxt[0] < len(desc) and 0 <= nxt[1] < len(desc[0]):
+            yield action, nxt
+
+
+def distances_to_goal(desc: list[str]) -> dict[tuple[int, int], int]:
+    """Fewest non-slippery moves from each cell to G without entering a hole (unreachable cells absent).
+
+    One breadth-first search backwards from G; moves are symmetric, so it
+    gives every cell's forward distance at once.
+    """
+    goal = find(desc, "G")
+    distance = {goal: 0}
+    frontier = deque([goal])
+    while frontier:
+        cell = frontier.popleft()
+        for _, nxt in neighbours(desc, cell):
+            if nxt not in distance and desc[nxt[0]][nxt[1]] != "H":
+                distance[nxt] = distance[cell] + 1
+                frontier.append(nxt)
+    return distance
+
+
+def optimal_action(desc: list[str], distance: dict, cell: tuple[int, int]) -> str | None:
+    """The first move in `ACTIONS` order that brings `cell` one step closer to G, or None."""
+    if cell not in distance or distance[cell] == 0:
+        return None
+    return next(action for action, nxt in neighbours(desc, cell) if distance.get(nxt) == distance[cell] - 1)
+
+
 def shortest_path(desc: list[str]) -> list[str] | None:
     """One shortest action sequence from S to G on the non-slippery map, or None.
 
-    Holes end the episode, so the search never steps onto one. Among equally
-    short routes the one found first in `ACTIONS` order is returned.
+    Holes end the episode, so the route never steps onto one. Among equally
+    short routes, each move is the first in `ACTIONS` order that keeps it shortest.
     """
-    rows, cols = len(desc), len(desc[0])
-    start, goal = find(desc, "S"), find(desc, "G")
-    came_from: dict[tuple[int, int], tuple[tuple[int, int], str] | None] = {start: None}
-    frontier = deque([start])
-    while frontier:
-        cell = frontier.popleft()
-        if cell == goal:
-            path = []
-            while came_from[cell] is not None:
-                cell, action = came_from[cell]
-                path.append(action)
-            return path[::-1]
-        for action in ACTIONS:
-            dr, dc = MOVES[action]
-            nxt = (cell[0] + dr, cell[1] + dc)
-            if (0 <= nxt[0] < rows and 0 <= nxt[1] < cols
-                    and nxt not in came_from and desc[nxt[0]][nxt[1]] != "H"):
-                came_from[nxt] = (cell, action)
-                frontier.append(nxt)
-    return None
-
-
+    distance = distances_to_goal(desc)
+    cell = find(desc, "S")
+    if cell not in distance:
+        return None
+    path = []
+    while distance[cell] > 0:
+        action = optimal_action(desc, distance, cell)
+        path.append(action)
+        cell = next(nxt for a, nxt in neighbours(desc, cell) if a == action)
+    return path
 def shortest_path_length(desc: list[str]) -> int | None:
     """Number of moves on a shortest route from S to G, or None when G is unreachable."""
     path = shortest_path(desc)

@@ -34,6 +34,9 @@ error: training needs CUDA GPUs and none were found on this machine or in a runn
 Trinity-RFT runs vLLM rollout engines and an FSDP trainer on GPUs (at least 2 in all); see
 README.md, "Training on GPUs". To check the full training config on this machine, add --dry-run."""
 
+PLUGIN_DIR = Path(__file__).resolve().parent / "trinity_plugins"
+PLUGIN_DIRS_ENV = "TRINITY_PLUGIN_DIRS"  # trinity.common.constants.PLUGIN_DIRS_ENV_VAR
+
 # Rollout engines get this share of the GPUs; the trainer gets the rest.
 EXPLORER_SHARE = 0.5
 # What --dry-run plans for when this machine has no GPU and --gpus is not given: one 8-GPU node.
@@ -128,8 +131,22 @@ def write_yaml(config: dict, path: Path) -> Path:
     return path
 
 
+def use_plugins() -> None:
+    """Make this project's Trinity plugins (the resumable BOTS selector) known here and in Ray actors.
+
+    The import registers them in this process, where the config is validated;
+    Trinity passes TRINITY_PLUGIN_DIRS on to its actors, which load the folder.
+    """
+    import rftkit.trinity_plugins.resumable_bots  # noqa: F401 - registers on import
+
+    dirs = [d for d in os.environ.get(PLUGIN_DIRS_ENV, "").split(os.pathsep) if d]
+    if str(PLUGIN_DIR) not in dirs:
+        os.environ[PLUGIN_DIRS_ENV] = os.pathsep.join([*dirs, str(PLUGIN_DIR)])
+
+
 def build_trinity_config(config_path: str | Path, workflow_func: Callable, judge_func: Callable | None = None):
     """The validated Trinity config tune() would run for this YAML and these functions."""
+    use_plugins()
     from agentscope.tuner import check_judge_function, check_workflow_function
     from agentscope.tuner._config import _to_trinity_config  # the conversion tune() itself calls
 
@@ -264,6 +281,7 @@ def launch(args: argparse.Namespace, workflow_func: Callable, judge_func: Callab
     print(f"launch config: {path}", flush=True)
     from agentscope.tuner import tune
 
+    use_plugins()
     ensure_ray()
     status = tune(workflow_func=workflow_func, judge_func=judge_func, config_path=str(path))
     if not getattr(status, "success", False):

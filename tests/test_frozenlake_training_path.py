@@ -119,3 +119,45 @@ def test_status_from_tune_decides_the_exit_code(tmp_path, monkeypatch, capsys):
     assert launch.launch(args, run_frozen_lake) == 0
     written = yaml.safe_load((tmp_path / "AgentScope-FrozenLake-frozenlake-grpo.yaml").read_text())
     assert written["cluster"] == {"node_num": 1, "gpu_per_node": 2}
+
+
+def test_bots_config_differs_from_the_plain_one_only_in_selection():
+    plain = yaml.safe_load((REPO / "configs" / "frozenlake.yaml").read_text())
+    bots = yaml.safe_load((REPO / "configs" / "frozenlake_difficulty.yaml").read_text())
+    selector = bots["buffer"]["explorer_input"]["taskset"].pop("data_selector")
+    assert selector["feature_keys"] == ["random_pass_rate", "noisy_oracle_pass_rate"]
+    assert selector["kwargs"]["m"] == bots["algorithm"]["repeat_times"] == 16
+    assert bots.pop("data_processor") == {"experience_pipeline": {"operators": [{"name": "pass_rate_calculator"}]}}
+    bots["name"] = plain["name"]
+    assert bots == plain
+
+
+def test_bots_config_builds_its_selector_on_the_generated_maps(frozenlake_data, tmp_path):
+    from trinity.buffer.task_scheduler import get_taskset_scheduler
+
+    from rftkit.trinity_plugins.resumable_bots import ResumableDifficultyBasedSelector
+
+    raw = launch.load_yaml(REPO / "configs" / "frozenlake_difficulty.yaml")
+    config = launch.resolve_config(raw, {"buffer.explorer_input.taskset.path": str(frozenlake_data),
+                                         "buffer.explorer_input.eval_tasksets.0.path": str(frozenlake_data),
+                                         "checkpoint_root_dir": str(tmp_path)},
+                                   {"node_num": 1, "gpu_per_node": 2, "engine_num": 1})
+    trinity_config = launch.build_trinity_config(launch.write_yaml(config, tmp_path / "c.yaml"), run_frozen_lake)
+    scheduler = get_taskset_scheduler({}, trinity_config)
+    selector = scheduler.tasksets[0].reader.selector
+    assert isinstance(selector, ResumableDifficultyBasedSelector)
+    features = selector.diff_estimator.features
+    assert features.shape == (300, 2) and (features[:, 1] >= features[:, 0]).mean() > 0.9
+    tasks = asyncio.run(scheduler.read())
+    assert len(tasks) == 32 and {"seed", "size", "p", "random_pass_rate"} <= set(tasks[0].raw_task)
+
+
+def test_launch_refuses_data_without_the_selector_features(tmp_path, monkeypatch, capsys):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"seed": [1], "size": [2], "p": [0.8]}), tmp_path / "train.parquet")
+    monkeypatch.setattr(launch, "detect_cluster", lambda: (1, 2))
+    with pytest.raises(SystemExit, match="random_pass_rate"):
+        frozenlake_main.main(["--config", str(REPO / "configs" / "frozenlake_difficulty.yaml"),
+                              "--data-dir", str(tmp_path), "--checkpoint-dir", str(tmp_path / "c")])

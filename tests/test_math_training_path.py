@@ -1,7 +1,7 @@
 """The math example short of the GPUs: both configs' dry-runs, the BOTS feedback loop, the adapter run."""
 
 import asyncio
-from pathlib import Path
+import json
 
 import numpy as np
 import pyarrow as pa
@@ -27,7 +27,7 @@ def test_the_two_configs_differ_only_in_selector_and_its_operator():
     bots_cfg = yaml.safe_load((CONFIGS / "config_difficulty.yaml").read_text())
     assert random_cfg["buffer"]["explorer_input"]["taskset"].pop("data_selector") == {"selector_type": "random"}
     selector = bots_cfg["buffer"]["explorer_input"]["taskset"].pop("data_selector")
-    assert selector["selector_type"] == "difficulty_based"
+    assert selector["selector_type"] == "difficulty_based_resumable"  # BOTS, posteriors kept on resume
     assert selector["feature_keys"] == ["qwen2.5_7b_pass_rate", "qwen3_30b_pass_rate"]
     assert selector["kwargs"] == {"m": 8, "lamb": 0.1, "rho": 0.1, "target_reward": 0.8, "tau": 0, "do_sample": True}
     assert selector["kwargs"]["m"] == bots_cfg["algorithm"]["repeat_times"], "m should equal the group size"
@@ -37,7 +37,7 @@ def test_the_two_configs_differ_only_in_selector_and_its_operator():
 
 
 @pytest.mark.parametrize("config,selector", [("config_random.yaml", "selector random"),
-                                             ("config_difficulty.yaml", "selector difficulty_based")])
+                                             ("config_difficulty.yaml", "selector difficulty_based_resumable")])
 def test_dry_run_validates_both_configs(tmp_path, capsys, config, selector):
     code = math_main.main(["--config", str(CONFIGS / config), "--dry-run", "--gpus", "8",
                            "--checkpoint-dir", str(tmp_path / "ckpt")])
@@ -76,12 +76,13 @@ def bots_config(tmp_path):
 
 def test_bots_feedback_moves_the_posterior_of_fed_back_tasks(bots_config):
     from trinity.buffer.operators import create_operators
+    from trinity.buffer.selector.selector import DifficultyBasedSelector
     from trinity.buffer.task_scheduler import get_taskset_scheduler
     from trinity.common.experience import Experience
 
     scheduler = get_taskset_scheduler({}, bots_config)
     selector = scheduler.tasksets[0].reader.selector
-    assert type(selector).__name__ == "DifficultyBasedSelector"
+    assert isinstance(selector, DifficultyBasedSelector)
     estimator = selector.diff_estimator
     operators = create_operators(bots_config.data_processor.experience_pipeline.operators)
     assert [type(op).__name__ for op in operators] == ["ExperienceOperatorV1Wrapper"]
@@ -115,8 +116,14 @@ def test_bots_feedback_moves_the_posterior_of_fed_back_tasks(bots_config):
     first = asyncio.run(one_step(0))
     second = asyncio.run(one_step(1))
     assert estimator.cap_coef is not None
-    assert scheduler.state_dict() == [{"current_index": 2 * bots_config.buffer.batch_size}]
+    assert scheduler.state_dict()[0]["current_index"] == 2 * bots_config.buffer.batch_size
     assert first != second
+
+    # Resume as the Explorer does, from the saved taskset state: the posteriors come back.
+    state = json.loads(json.dumps({"taskset_states": scheduler.state_dict(), "latest_iteration": 2}))
+    resumed = get_taskset_scheduler(state, bots_config).tasksets[0].reader.selector.diff_estimator
+    assert np.array_equal(resumed.alphas, estimator.alphas) and np.array_equal(resumed.betas, estimator.betas)
+    assert resumed.cap_coef == pytest.approx(estimator.cap_coef)
 
 
 def test_react_agent_inside_the_tuner_adapter_yields_the_judges_reward():

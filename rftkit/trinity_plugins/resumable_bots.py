@@ -1,0 +1,52 @@
+"""`difficulty_based_resumable`: Trinity's BOTS selector, with its posteriors kept across a restart.
+
+Trinity 0.6's `difficulty_based` selector checkpoints only its step counter, so
+a resumed run starts again from the prior: every Beta posterior and the fitted
+capability coefficient are lost. This subclass selects exactly as the built-in
+one does (it adds no logic to selection or feedback) and also saves and
+restores alpha, beta, the capability coefficient and rho (which `adaptive_rho`
+may have halved).
+
+This file is a Trinity plugin: `rftkit.launch` points TRINITY_PLUGIN_DIRS at
+its folder so that Trinity's Ray actors load it, and imports it in the
+launching process, where the config is validated.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from trinity.buffer.selector import SELECTORS
+from trinity.buffer.selector.selector import DifficultyBasedSelector
+
+NAME = "difficulty_based_resumable"
+
+
+class ResumableDifficultyBasedSelector(DifficultyBasedSelector):
+    """`difficulty_based`, plus the estimator's state in `state_dict` (JSON-friendly lists)."""
+
+    def state_dict(self) -> dict:
+        estimator = self.diff_estimator
+        return {
+            **super().state_dict(),
+            "alphas": estimator.alphas.tolist(),
+            "betas": estimator.betas.tolist(),
+            "cap_coef": None if estimator.cap_coef is None else float(estimator.cap_coef),
+            "rho": float(estimator.rho),
+        }
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        super().load_state_dict(state_dict)
+        if "alphas" not in state_dict:  # a fresh run, or a checkpoint of the built-in selector
+            return
+        estimator = self.diff_estimator
+        alphas, betas = np.asarray(state_dict["alphas"], float), np.asarray(state_dict["betas"], float)
+        if alphas.shape != (estimator.n,) or betas.shape != (estimator.n,):
+            raise ValueError(f"{NAME}: the checkpoint holds posteriors for {alphas.size} tasks but the "
+                             f"taskset has {estimator.n}; resume with the same data")
+        estimator.set(alphas, betas)
+        estimator.cap_coef = state_dict.get("cap_coef")
+        estimator.rho = state_dict.get("rho", estimator.rho)
+
+
+# force: the launcher imports this module and Trinity's plugin loader may load the same file again.
+SELECTORS.register_module(NAME, ResumableDifficultyBasedSelector, force=True)

@@ -1,0 +1,103 @@
+"""difficulty_based_resumable: the same choices as Trinity's difficulty_based, and posteriors that survive a restart."""
+
+import json
+import os
+import subprocess
+import sys
+
+import datasets
+import numpy as np
+import pytest
+import torch
+from trinity.buffer.reader.file_reader import _HFBatchReader
+from trinity.buffer.selector import SELECTORS
+from trinity.common.config import Config, DataSelectorConfig
+
+from rftkit import launch
+from rftkit.trinity_plugins.resumable_bots import NAME, ResumableDifficultyBasedSelector
+
+KWARGS = {"m": 8, "lamb": 0.1, "rho": 0.1, "target_reward": 0.8, "tau": 0, "do_sample": True}
+FEATURES = ["weak_pass_rate", "strong_pass_rate"]
+
+
+def make_selector(name, n=200, kwargs=KWARGS):
+    rng = np.random.default_rng(1)
+    weak = rng.uniform(0, 0.7, n)
+    source = _HFBatchReader(datasets.Dataset.from_dict({"weak_pass_rate": weak,
+                                                        "strong_pass_rate": np.clip(weak + 0.3, 0, 1)}),
+                            name="toy", default_batch_size=16, total_epochs=1, enable_progress_bar=False)
+    return SELECTORS.get(name)(source, DataSelectorConfig(selector_type=name, seed=42, feature_keys=FEATURES,
+                                                          kwargs=dict(kwargs)))
+
+
+def step(selector, batch=16):
+    """Select a batch and feed back pass rates that depend only on the chosen indices."""
+    indices = selector.get_indices(batch)
+    values = [((i * 7919) % 9) / 8 for i in indices.tolist()]
+    selector.feedback(indices=indices.tolist(), values=values)
+    return indices
+
+
+@pytest.mark.parametrize("kwargs", [KWARGS, {**KWARGS, "tau": 0.5}, {**KWARGS, "do_sample": False, "adaptive_rho": True}])
+def test_choices_match_the_builtin_selector(kwargs):
+    builtin, resumable = make_selector("difficulty_based", kwargs=kwargs), make_selector(NAME, kwargs=kwargs)
+    assert type(resumable) is ResumableDifficultyBasedSelector
+    for _ in range(12):
+        assert torch.equal(step(builtin), step(resumable))
+    assert np.array_equal(builtin.diff_estimator.alphas, resumable.diff_estimator.alphas)
+
+
+def test_state_round_trip_through_json_resumes_exactly():
+    running = make_selector(NAME)
+    for _ in range(5):
+        step(running)
+    state = json.loads(json.dumps(running.state_dict()))  # Trinity saves explorer state as JSON
+    resumed = make_selector(NAME)
+    resumed.load_state_dict(state)
+    for attribute in ("alphas", "betas"):
+        assert np.array_equal(getattr(resumed.diff_estimator, attribute), getattr(running.diff_estimator, attribute))
+    assert resumed.diff_estimator.cap_coef == running.diff_estimator.cap_coef
+    assert resumed.current_index == running.current_index == 80
+    for _ in range(5):
+        assert torch.equal(step(resumed), step(running))
+
+
+def test_the_builtin_selector_forgets_its_posteriors():
+    """Why the resumable one exists: the built-in state is only the step counter."""
+    running = make_selector("difficulty_based")
+    for _ in range(5):
+        step(running)
+    assert running.state_dict() == {"current_index": 80}
+    resumed = make_selector("difficulty_based")
+    resumed.load_state_dict(running.state_dict())
+    assert np.all(resumed.diff_estimator.alphas == 1.0)
+    assert not np.array_equal(resumed.diff_estimator.alphas, running.diff_estimator.alphas)
+
+
+def test_old_checkpoints_load_and_mismatched_ones_are_refused():
+    selector = make_selector(NAME)
+    selector.load_state_dict({"current_index": 32})  # a checkpoint of the built-in selector
+    assert selector.current_index == 32 and np.all(selector.diff_estimator.alphas == 1.0)
+    bigger = make_selector(NAME, n=300)
+    with pytest.raises(ValueError, match="300 tasks"):
+        selector.load_state_dict(bigger.state_dict())
+
+
+def test_trinity_actors_find_it_through_the_plugin_dir():
+    """What the Explorer actor does at start: load_plugins() from TRINITY_PLUGIN_DIRS, then build selectors."""
+    env = {**os.environ, launch.PLUGIN_DIRS_ENV: str(launch.PLUGIN_DIR)}
+    code = ("from trinity.utils.plugin_loader import load_plugins; load_plugins(); "
+            "from trinity.buffer.selector import SELECTORS; "
+            f"print(SELECTORS.get({NAME!r}).__name__)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert result.stdout.strip().splitlines()[-1] == "ResumableDifficultyBasedSelector"
+
+
+def test_the_launcher_passes_the_plugin_dir_to_ray(monkeypatch):
+    monkeypatch.delenv(launch.PLUGIN_DIRS_ENV, raising=False)
+    launch.use_plugins()
+    launch.use_plugins()  # idempotent
+    assert Config().get_envs()[launch.PLUGIN_DIRS_ENV] == str(launch.PLUGIN_DIR)
+    monkeypatch.setenv(launch.PLUGIN_DIRS_ENV, "/opt/my_plugins")
+    launch.use_plugins()
+    assert os.environ[launch.PLUGIN_DIRS_ENV] == os.pathsep.join(["/opt/my_plugins", str(launch.PLUGIN_DIR)])
