@@ -9,9 +9,9 @@ A launch goes:
 3. `--dry-run`: convert it exactly as tune() does (agentscope's conversion,
    then Trinity's `check_and_update`) and print a summary: no Ray, no GPU;
 4. otherwise: refuse at once without a CUDA GPU, prepare data, make sure a
-   Ray cluster is running (start a local head if not), call tune() and turn
-   the status it returns into the exit code (tune() reports failure in the
-   status, it does not raise).
+   Ray cluster is running (start a local head if not, and stop it afterwards),
+   call tune() and turn the status it returns into the exit code (tune()
+   reports failure in the status, it does not raise).
 """
 
 from __future__ import annotations
@@ -221,6 +221,10 @@ def detect_cluster() -> tuple[int, int]:
     return (len(gpu_nodes), int(min(gpu_nodes))) if gpu_nodes else (1, 0)
 
 
+def ray_cli(*args: str) -> None:
+    subprocess.run([sys.executable, "-m", "ray.scripts.scripts", *args], check=True)
+
+
 def ensure_ray() -> bool:
     """Start a local Ray head unless a cluster is reachable; True if we started it."""
     import ray
@@ -231,8 +235,7 @@ def ensure_ray() -> bool:
         return False
     except ConnectionError:
         print("no Ray cluster running: starting a local head (ray start --head)", flush=True)
-        subprocess.run([sys.executable, "-m", "ray.scripts.scripts", "start", "--head",
-                        "--disable-usage-stats"], check=True)
+        ray_cli("start", "--head", "--disable-usage-stats")
         return True
 
 
@@ -282,8 +285,12 @@ def launch(args: argparse.Namespace, workflow_func: Callable, judge_func: Callab
     from agentscope.tuner import tune
 
     use_plugins()
-    ensure_ray()
-    status = tune(workflow_func=workflow_func, judge_func=judge_func, config_path=str(path))
+    started_ray = ensure_ray()
+    try:
+        status = tune(workflow_func=workflow_func, judge_func=judge_func, config_path=str(path))
+    finally:
+        if started_ray:  # leave the machine as we found it
+            ray_cli("stop")
     if not getattr(status, "success", False):
         print(f"error: training failed: {getattr(status, 'error', None) or status}", file=sys.stderr)
         return 1

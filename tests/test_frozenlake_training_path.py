@@ -161,3 +161,24 @@ def test_launch_refuses_data_without_the_selector_features(tmp_path, monkeypatch
     with pytest.raises(SystemExit, match="random_pass_rate"):
         frozenlake_main.main(["--config", str(REPO / "configs" / "frozenlake_difficulty.yaml"),
                               "--data-dir", str(tmp_path), "--checkpoint-dir", str(tmp_path / "c")])
+
+
+def test_ensure_ray_starts_a_local_head_that_tune_can_reach():
+    import ray
+
+    try:
+        ray.init(address="auto", logging_level="ERROR")
+        ray.shutdown()
+        pytest.skip("a Ray cluster is already running here")
+    except ConnectionError:
+        pass
+    try:
+        assert launch.ensure_ray() is True
+        ray.init(address="auto", logging_level="ERROR")  # what tune() does first
+        assert ray.cluster_resources().get("CPU", 0) >= 1
+        ray.shutdown()
+        assert launch.ensure_ray() is False  # already running: left alone
+    finally:
+        launch.ray_cli("stop")
+    with pytest.raises(ConnectionError):
+        ray.init(address="auto", logging_level="ERROR")
