@@ -104,10 +104,10 @@ def model_factory(args):
     from agentscope.model import OpenAIChatModel
 
     def openai_model(base_url: str, name: str, api_key: str):
-        return lambda episode_number: OpenAIChatModel(model_name=name, api_key=api_key, stream=False,
-                                       client_kwargs={"base_url": base_url},
-                                       generate_kwargs={"temperature": args.temperature,
-                                                        "max_tokens": args.max_tokens})
+        return lambda episode_number: OpenAIChatModel(
+            model_name=name, api_key=api_key, stream=False, client_kwargs={"base_url": base_url},
+            generate_kwargs={"temperature": args.temperature, "max_tokens": args.max_tokens,
+                             "seed": args.seed + episode_number})  # servers that honour it (llama.cpp, vLLM) repeat
 
     if args.model == "oracle":
         yield lambda episode_number: OracleModel()
@@ -210,7 +210,8 @@ def parse_args(argv):
     parser.add_argument("--timeout", type=float, default=600, help="seconds per episode")
     parser.add_argument("--temperature", type=float, default=1.0, help="sampling temperature (as in training)")
     parser.add_argument("--max-tokens", type=int, default=1024, help="tokens per model reply")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the random policy")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="seed of the random policy, and sampling seed sent to model servers (plus the episode number)")
     parser.add_argument("--base-url", help="--model openai: the endpoint, e.g. http://127.0.0.1:8000/v1")
     parser.add_argument("--model-name", help="--model openai: the served model's name")
     parser.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable with the API key")
