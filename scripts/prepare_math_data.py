@@ -4,7 +4,8 @@
     python scripts/prepare_math_data.py --input guru_math.parquet --aime_input aime24.parquet
 
 Writes <processed_data_dir>/train.parquet, <aime_dir>/test.parquet and a pass-rate
-histogram (pass_rates.png) beside the training split.
+histogram, <processed_data_dir>_pass_rates.png (outside the data folder: the hub's
+loader guesses a folder's format from the files in it).
 """
 
 import argparse
@@ -107,14 +108,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     train_path = write_split(train, args.processed_data_dir, "train")
-    plot_pass_rates(train, args.processed_data_dir / "pass_rates.png")
+    plot_path = args.processed_data_dir.with_name(args.processed_data_dir.name + "_pass_rates.png")
+    plot_pass_rates(train, plot_path)
 
     print(f"\nread {total} rows from {source}")
     print(f"kept {train.num_rows} -> {train_path}")
     for reason, count in dropped.items():
         print(f"dropped {count:>6}  {reason}")
     print("\n".join(histogram_lines(train)))
-    print(f"plot: {args.processed_data_dir / 'pass_rates.png'}")
+    print(f"plot: {plot_path}")
 
     try:
         aime = convert_aime(read_table(args.aime_input) if args.aime_input else load_aime24_from_hub(),

@@ -81,7 +81,8 @@ def test_script_writes_splits_report_and_plot(guru_parquet, tmp_path):
     assert "dropped      2  no answer" in out and "pass-rate histogram" in out
     assert pq.read_table(tmp_path / "train" / "train.parquet").num_rows == len(GOOD)
     assert pq.read_table(tmp_path / "aime24" / "test.parquet").column("answer").to_pylist()[0] == "#### 1"
-    assert (tmp_path / "train" / "pass_rates.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (tmp_path / "train_pass_rates.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert sorted(p.name for p in (tmp_path / "train").iterdir()) == ["train.parquet"]  # one format per folder
 
 
 def test_script_offline_without_input_fails_clearly(tmp_path):
