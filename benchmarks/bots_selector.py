@@ -15,7 +15,7 @@ tasks that do teach, with everything but the model real:
   group is informative (0 < successes < G) the learner improves on that task
   (its logit rises by LEARN_RATE) and slightly on every task (TRANSFER).
 
-Per step it records the effective-task ratio (informative groups / batch), the
+Per step it records (and writes to a CSV beside the plot) the effective-task ratio (informative groups / batch), the
 cumulative informative rollouts and the mean latent pass rate over all tasks;
 at the end, the steps each selector needs to reach random's final mean, and
 each selector's own time per batch at N = 54,400 and N = 1,000,000 tasks.
@@ -151,6 +151,20 @@ def steps_to_reach(curve: np.ndarray, level: float) -> int | None:
     return int(hits[0]) + 1 if hits.size else None
 
 
+def write_csv(curves: dict, path: Path) -> None:
+    """Every step's figures for both selectors, one row per step."""
+    from rftkit.files import atomic_paths
+
+    keys = list(next(iter(curves.values())))
+    header = ["step"] + [f"{name}_{key}" for name in curves for key in keys]
+    steps = len(next(iter(curves.values()))[keys[0]])
+    with atomic_paths(path) as (tmp,):
+        with tmp.open("w") as f:
+            f.write(",".join(header) + "\n")
+            for i in range(steps):
+                f.write(",".join([str(i + 1)] + [f"{curves[name][key][i]:g}" for name in curves for key in keys]) + "\n")
+
+
 def plot(curves: dict, path: Path) -> None:
     import matplotlib
 
@@ -223,7 +237,8 @@ def main() -> None:
               f"random {timings['random']:.2f} ms")
 
     plot(curves, args.out)
-    print(f"plot: {args.out}")
+    write_csv(curves, args.out.with_suffix(".csv"))
+    print(f"plot: {args.out}, every step: {args.out.with_suffix('.csv')}")
     print(f"effective_ratio bots={curves['bots']['effective_ratio'].mean():.3f} "
           f"random={curves['random']['effective_ratio'].mean():.3f}")
 

@@ -102,3 +102,14 @@ def test_script_rejects_a_file_of_the_wrong_shape(tmp_path):
                              "--processed_data_dir", str(tmp_path / "train")], capture_output=True, text=True)
     assert result.returncode == 2 and "missing column 'prompt'" in result.stderr
     assert not (tmp_path / "train").exists()
+
+
+def test_script_offline_with_input_writes_train_and_warns_about_aime(guru_parquet, tmp_path):
+    result = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "prepare_math_data.py"), "--input", str(guru_parquet),
+         "--processed_data_dir", str(tmp_path / "train"), "--aime_dir", str(tmp_path / "aime24")],
+        capture_output=True, text=True, env={**__import__("os").environ, "HF_HUB_OFFLINE": "1"})
+    assert result.returncode == 0, result.stderr
+    assert pq.read_table(tmp_path / "train" / "train.parquet").num_rows == len(GOOD)
+    assert "AIME-24 eval split not written" in result.stderr and "--aime_input" in result.stderr
+    assert not (tmp_path / "aime24").exists()
