@@ -162,7 +162,8 @@ def write_csv(curves: dict, path: Path) -> None:
         with tmp.open("w") as f:
             f.write(",".join(header) + "\n")
             for i in range(steps):
-                f.write(",".join([str(i + 1)] + [f"{curves[name][key][i]:g}" for name in curves for key in keys]) + "\n")
+                values = [f"{curves[name][key][i]:g}" for name in curves for key in keys]
+                f.write(",".join([str(i + 1), *values]) + "\n")
 
 
 def plot(curves: dict, path: Path) -> None:
@@ -213,7 +214,8 @@ def main() -> None:
 
     bots = configs["bots"]
     print(f"\n{args.tasks} tasks, batch {bots.buffer.batch_size}, group {bots.algorithm.repeat_times}, "
-          f"selector {bots.buffer.explorer_input.tasksets[0].data_selector.selector_type}, initial mean latent pass rate "
+          f"selector {bots.buffer.explorer_input.tasksets[0].data_selector.selector_type}, "
+          f"initial mean latent pass rate "
           f"{np.mean(1 / (1 + np.exp(-latent))):.3f}")
     print(f"{'step':>5} | {'effective ratio':^17} | {'informative rollouts':^21} | {'mean pass rate':^17}")
     print(f"{'':>5} | {'bots':>8} {'random':>8} | {'bots':>10} {'random':>10} | {'bots':>8} {'random':>8}")

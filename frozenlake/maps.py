@@ -99,8 +99,10 @@ def shortest_path(desc: list[str]) -> list[str] | None:
     while distance[cell] > 0:
         action = optimal_action(desc, distance, cell)
         path.append(action)
-        cell = next(nxt for a, nxt in neighbours(desc, cell) if a == action)
+        cell = (cell[0] + MOVES[action][0], cell[1] + MOVES[action][1])
     return path
+
+
 def shortest_path_length(desc: list[str]) -> int | None:
     """Number of moves on a shortest route from S to G, or None when G is unreachable."""
     path = shortest_path(desc)

@@ -211,7 +211,8 @@ def parse_args(argv):
     parser.add_argument("--temperature", type=float, default=1.0, help="sampling temperature (as in training)")
     parser.add_argument("--max-tokens", type=int, default=1024, help="tokens per model reply")
     parser.add_argument("--seed", type=int, default=0,
-                        help="seed of the random policy, and sampling seed sent to model servers (plus the episode number)")
+                        help="seed of the random policy, and the sampling seed sent to model servers "
+                             "(plus the episode number)")
     parser.add_argument("--base-url", help="--model openai: the endpoint, e.g. http://127.0.0.1:8000/v1")
     parser.add_argument("--model-name", help="--model openai: the served model's name")
     parser.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable with the API key")

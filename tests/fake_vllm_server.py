@@ -17,10 +17,10 @@ import threading
 import time
 from typing import Callable, Union
 
-Reply = Union[str, tuple[str, dict]]
-
 import uvicorn
 from fastapi import FastAPI, Request
+
+Reply = Union[str, tuple[str, dict]]
 
 
 def _free_port() -> int:

@@ -38,7 +38,8 @@ def step(selector, batch=16):
     return indices
 
 
-@pytest.mark.parametrize("kwargs", [KWARGS, {**KWARGS, "tau": 0.5}, {**KWARGS, "do_sample": False, "adaptive_rho": True}])
+@pytest.mark.parametrize("kwargs", [KWARGS, {**KWARGS, "tau": 0.5},
+                                    {**KWARGS, "do_sample": False, "adaptive_rho": True}])
 def test_choices_match_the_builtin_selector(kwargs):
     builtin, resumable = make_selector("difficulty_based", kwargs=kwargs), make_selector(NAME, kwargs=kwargs)
     assert type(resumable) is ResumableDifficultyBasedSelector
