@@ -167,12 +167,8 @@ def write_csv(curves: dict, path: Path) -> None:
 
 
 def plot(curves: dict, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     from rftkit.files import atomic_paths
+    from rftkit.plots import plt, save_png
 
     titles = {"effective_ratio": "effective-task ratio (20-step mean)",
               "informative_rollouts": "cumulative informative rollouts",
@@ -190,8 +186,7 @@ def plot(curves: dict, path: Path) -> None:
         ax.legend()
     fig.tight_layout()
     with atomic_paths(path) as (tmp,):
-        fig.savefig(tmp, format="png", dpi=100)
-    plt.close(fig)
+        save_png(fig, tmp)
 
 
 def main() -> None:

@@ -16,9 +16,22 @@ import pyarrow.parquet as pq
 
 from frozenlake.data import DEFAULT_DIR, write_dataset
 from frozenlake.workflow import run_frozen_lake
-from rftkit.launch import add_arguments, launch, load_yaml
+from rftkit.launch import add_arguments, launch
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+def prepare(config: dict) -> None:
+    """Generate the training data if missing; refuse data without the columns the selector reads."""
+    taskset = config["buffer"]["explorer_input"]["taskset"]
+    train = Path(taskset["path"]) / "train.parquet"
+    if not train.exists():
+        print(f"no data in {taskset['path']}: generating it (scripts/get_frozenlake_data.py defaults)")
+        write_dataset(taskset["path"])
+    missing = set(taskset.get("data_selector", {}).get("feature_keys", [])) - set(pq.read_schema(train).names)
+    if missing:
+        raise SystemExit(f"error: {train} has no column {sorted(missing)} that the selector needs; "
+                         f"regenerate it with scripts/get_frozenlake_data.py")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,18 +41,6 @@ def main(argv: list[str] | None = None) -> int:
                         help="folder with train.parquet and test.parquet, generated with the data script's "
                              "defaults if missing (env FROZENLAKE_DATA_DIR; default: %(default)s)")
     args = parser.parse_args(argv)
-
-    def prepare() -> None:
-        train = Path(args.data_dir) / "train.parquet"
-        if not train.exists():
-            print(f"no data in {args.data_dir}: generating it (scripts/get_frozenlake_data.py defaults)")
-            write_dataset(args.data_dir)
-        selector = load_yaml(args.config)["buffer"]["explorer_input"]["taskset"].get("data_selector", {})
-        missing = set(selector.get("feature_keys", [])) - set(pq.read_schema(train).names)
-        if missing:
-            raise SystemExit(f"error: {train} has no column {sorted(missing)} that the selector needs; "
-                             f"regenerate it with scripts/get_frozenlake_data.py")
-
     overrides = {"buffer.explorer_input.taskset.path": args.data_dir,
                  "buffer.explorer_input.eval_tasksets.0.path": args.data_dir}
     return launch(args, run_frozen_lake, overrides=overrides, prepare=prepare)

@@ -16,6 +16,7 @@ from agentscope.model import ChatModelBase, ChatResponse
 
 from frozenlake.env import PLAYER_SYMBOLS, TILE_SYMBOLS
 from frozenlake.maps import ACTIONS, shortest_path
+from rftkit.evaluation import message_text
 
 # Rendered symbol -> map letter, with the player's tile read as the start.
 LETTER_OF = {"_": "F", "O": "H", "G": "G", "P": "S", "X": "H", "√": "G"}
@@ -24,13 +25,7 @@ GRID_SYMBOLS = set(TILE_SYMBOLS.values()) | set(PLAYER_SYMBOLS.values())
 
 def last_user_text(messages: list[dict]) -> str:
     """The text of the last user message in OpenAI chat format."""
-    for message in reversed(messages):
-        if message.get("role") == "user":
-            content = message.get("content")
-            if isinstance(content, str):
-                return content
-            return "\n".join(block.get("text", "") for block in content or [] if isinstance(block, dict))
-    return ""
+    return next((message_text(m) for m in reversed(messages) if m.get("role") == "user"), "")
 
 
 def grid_from_prompt(text: str) -> list[str]:

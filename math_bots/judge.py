@@ -16,8 +16,7 @@ _reward_fn = MathBoxedRewardFn()
 
 def ground_truth(answer) -> str:
     """The final answer after "####" in a GSM8K answer, or the whole answer as text."""
-    text = str(answer)
-    return text.split("####")[-1].strip() if "####" in text else text.strip()
+    return str(answer).split("####")[-1].strip()
 
 
 def equivalent(boxed: str, truth: str) -> bool:

@@ -13,9 +13,18 @@ from pathlib import Path
 
 from math_bots.judge import gsm8k_judge
 from math_bots.workflow import run_react_agent
-from rftkit.launch import add_arguments, launch, load_yaml
+from rftkit.launch import add_arguments, launch
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+def prepare(config: dict) -> None:
+    """Refuse to launch without the data the config names."""
+    explorer_input = config["buffer"]["explorer_input"]
+    folders = [Path(explorer_input["taskset"]["path"]), Path(explorer_input["eval_tasksets"][0]["path"])]
+    missing = [str(folder) for folder in folders if not any(folder.glob("*.parquet"))]
+    if missing:
+        raise SystemExit(f"error: no data in {', '.join(missing)}: run scripts/prepare_math_data.py first")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -24,15 +33,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--train-dir", help="folder with the training split's train.parquet (default: the config's)")
     parser.add_argument("--eval-dir", help="folder with AIME-24's test.parquet (default: the config's)")
     args = parser.parse_args(argv)
-
-    def prepare() -> None:
-        explorer_input = load_yaml(args.config)["buffer"]["explorer_input"]
-        folders = [args.train_dir or explorer_input["taskset"]["path"],
-                   args.eval_dir or explorer_input["eval_tasksets"][0]["path"]]
-        missing = [folder for folder in folders if not Path(folder).is_dir() or not any(Path(folder).glob("*.parquet"))]
-        if missing:
-            raise SystemExit(f"error: no data in {', '.join(missing)}: run scripts/prepare_math_data.py first")
-
     overrides = {"buffer.explorer_input.taskset.path": args.train_dir,
                  "buffer.explorer_input.eval_tasksets.0.path": args.eval_dir}
     return launch(args, run_react_agent, gsm8k_judge, overrides=overrides, prepare=prepare)

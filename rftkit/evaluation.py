@@ -20,9 +20,9 @@ def response_text(response: ChatResponse) -> str:
     return "".join(block.get("text", "") for block in response.content if block.get("type") == "text")
 
 
-def prompt_text(messages: list[dict]) -> str:
-    """The text of the last message sent to the model."""
-    content = messages[-1].get("content") if messages else ""
+def message_text(message: dict) -> str:
+    """The text of one OpenAI-format chat message, whose content is a string or a list of blocks."""
+    content = message.get("content")
     if isinstance(content, list):
         return "\n".join(block.get("text", "") for block in content if isinstance(block, dict))
     return str(content or "")
@@ -42,7 +42,8 @@ class TranscriptModel(ChatModelBase):
             async for chunk in result:
                 last = chunk
             result = last
-        self.turns.append({"prompt": prompt_text(messages), "reply": response_text(result)})
+        prompt = message_text(messages[-1]) if messages else ""
+        self.turns.append({"prompt": prompt, "reply": response_text(result)})
         return result
 
 

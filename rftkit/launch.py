@@ -240,8 +240,12 @@ def ensure_ray() -> bool:
 
 
 def launch(args: argparse.Namespace, workflow_func: Callable, judge_func: Callable | None = None,
-           overrides: dict[str, Any] | None = None, prepare: Callable[[], None] | None = None) -> int:
-    """Dry-run or train, as `args` say; returns the process exit code."""
+           overrides: dict[str, Any] | None = None, prepare: Callable[[dict], None] | None = None) -> int:
+    """Dry-run or train, as `args` say; returns the process exit code.
+
+    `prepare(config)` runs before a real launch with the resolved YAML mapping
+    (overrides applied, paths absolute), to check or make the data it names.
+    """
     overrides = {"model.model_path": args.model_path, "checkpoint_root_dir": args.checkpoint_dir,
                  **(overrides or {})}
     for flag in ("gpus", "nodes", "engines"):
@@ -279,7 +283,7 @@ def launch(args: argparse.Namespace, workflow_func: Callable, judge_func: Callab
         return 0
 
     if prepare is not None:
-        prepare()
+        prepare(config)
     path = write_yaml(config, Path(config["checkpoint_root_dir"]) / f"{config['project']}-{config['name']}.yaml")
     print(f"launch config: {path}", flush=True)
     from agentscope.tuner import tune

@@ -126,10 +126,7 @@ def model_factory(args):
 # ---------------------------------------------------------------- reports
 
 def draw_chart(task: str, report: dict, title: str, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from rftkit.plots import plt, save_png
 
     def bars(ax, labels, rates, intervals, ylabel):
         errors = [[r - lo for r, (lo, _) in zip(rates, intervals)], [hi - r for r, (_, hi) in zip(rates, intervals)]]
@@ -154,8 +151,7 @@ def draw_chart(task: str, report: dict, title: str, path: Path) -> None:
              [report["accuracy_ci95"], wilson_interval(report["format_rate"] * n, n)], "rate (95% CI)")
     fig.suptitle(title)
     fig.tight_layout()
-    fig.savefig(path, format="png", dpi=100)
-    plt.close(fig)
+    save_png(fig, path)
 
 
 def _fmt(value: float | None) -> str:

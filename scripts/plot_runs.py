@@ -57,10 +57,7 @@ def table(runs: dict[str, dict], scalars: list[str]) -> str:
 
 
 def draw(runs: dict[str, dict], scalars: list[str], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from rftkit.plots import plt, save_png
 
     fig, axes = plt.subplots(1, len(scalars), figsize=(5 * len(scalars), 4), squeeze=False)
     for ax, tag in zip(axes[0], scalars):
@@ -73,8 +70,7 @@ def draw(runs: dict[str, dict], scalars: list[str], path: Path) -> None:
         ax.grid(alpha=0.3)
         ax.legend()
     fig.tight_layout()
-    fig.savefig(path, format="png", dpi=100)
-    plt.close(fig)
+    save_png(fig, path)
 
 
 def main(argv: list[str] | None = None) -> int:

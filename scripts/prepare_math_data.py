@@ -68,10 +68,7 @@ def histogram_lines(table: pa.Table) -> list[str]:
 
 
 def plot_pass_rates(table: pa.Table, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from rftkit.plots import plt, save_png
 
     fig, axes = plt.subplots(1, len(PASS_RATE_COLUMNS), figsize=(10, 3.5), sharey=True)
     for ax, column in zip(axes, PASS_RATE_COLUMNS):
@@ -82,8 +79,7 @@ def plot_pass_rates(table: pa.Table, path: Path) -> None:
     fig.suptitle(f"difficulty features of {table.num_rows} training tasks")
     fig.tight_layout()
     with atomic_paths(path) as (tmp,):
-        fig.savefig(tmp, format="png", dpi=100)
-    plt.close(fig)
+        save_png(fig, tmp)
 
 
 def main(argv: list[str] | None = None) -> int:

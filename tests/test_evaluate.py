@@ -7,7 +7,7 @@ import json
 import pytest
 
 from frozenlake.agent import FrozenLakeAgent
-from rftkit.evaluation import run_episodes, wilson_interval
+from rftkit.evaluation import message_text, run_episodes, wilson_interval
 
 from conftest import REPO
 from fake_vllm_server import FakeVLLMServer
@@ -97,9 +97,7 @@ def test_math_through_an_openai_compatible_endpoint(tmp_path):
     pq.write_table(pa.table({"question": ["What is 2+2?", "What is 3+3?", "What is 1/2?"],
                              "answer": ["#### 4", "#### 7", "#### 0.5"]}), data / "test.parquet")
     replies = {"What is 2+2?": "\\boxed{4}", "What is 3+3?": "\\boxed{6}", "What is 1/2?": "so \\frac{1}{2}"}
-    with FakeVLLMServer(lambda body: replies[body["messages"][-1]["content"]
-                                             if isinstance(body["messages"][-1]["content"], str)
-                                             else body["messages"][-1]["content"][0]["text"]]) as server:
+    with FakeVLLMServer(lambda body: replies[message_text(body["messages"][-1])]) as server:
         report, episodes = run(tmp_path / "out", "--task", "math", "--data", str(data), "--model", "openai",
                                "--base-url", server.url + "/v1", "--model-name", "fake")
     assert report["episodes"] == 3 and report["errors"] == 0
