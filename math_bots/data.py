@@ -42,6 +42,20 @@ class DataError(ValueError):
     """The input does not have the shape the conversion needs."""
 
 
+def guru_row(question: str, truth, weak: float | None = 0.25, strong: float | None = 0.75,
+             prompt: list | None = None) -> dict:
+    """One row in guru-RL-92k's math schema (what `convert_guru` reads), for tests and smoke runs."""
+    return {
+        "data_source": "math",
+        "prompt": prompt if prompt is not None else [{"role": "user", "content": question}],
+        "ability": "math",
+        "reward_model": {"ground_truth": truth, "style": "rule"},
+        "extra_info": {"index": 0},
+        PASS_RATE_COLUMNS[0]: weak,
+        PASS_RATE_COLUMNS[1]: strong,
+    }
+
+
 def _require(table: pa.Table, column: str, where: str) -> pa.ChunkedArray:
     if column not in table.column_names:
         raise DataError(f"{where}: missing column {column!r}; columns are {table.column_names}")

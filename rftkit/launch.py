@@ -8,10 +8,13 @@ A launch goes:
    half the GPUs hold (the trainer gets the rest);
 3. `--dry-run`: convert it exactly as tune() does (agentscope's conversion,
    then Trinity's `check_and_update`) and print a summary: no Ray, no GPU;
-4. otherwise: refuse at once without a CUDA GPU, prepare data, make sure a
-   Ray cluster is running (start a local head if not, and stop it afterwards),
-   call tune() and turn the status it returns into the exit code (tune()
-   reports failure in the status, it does not raise).
+4. otherwise: refuse at once without a CUDA GPU, prepare data, check that the
+   configured attention implementation can be loaded (`rftkit.attention`), make
+   sure a Ray cluster is running (start a local head if not, and stop it
+   afterwards) and connect to it as Trinity would, plus a per-worker setup hook;
+   call tune() under a watchdog that ends the run on the first fatal error in
+   its logs, and decide success from what the run reached, not from tune()'s
+   status alone (`rftkit.supervise`).
 """
 
 from __future__ import annotations
@@ -22,11 +25,13 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any, Callable
 
 import yaml
 
+from rftkit import attention, supervise
 from rftkit.files import atomic_paths
 
 NO_GPU_MESSAGE = """\
@@ -57,20 +62,42 @@ def add_arguments(parser: argparse.ArgumentParser, default_config: str) -> None:
     parser.add_argument("--nodes", type=int, default=None, help="nodes to plan for (default: detected, or 1)")
     parser.add_argument("--engines", type=int, default=None,
                         help="rollout engines (default: half of all GPUs, divided by tensor parallel size)")
+    parser.add_argument("--attn", choices=attention.ATTN_CHOICES, default=None,
+                        help="the trainer's attention implementation (default: the YAML's, else Trinity's "
+                             "flash_attention_2, which needs the flash-attn package); sdpa also turns off "
+                             "padding removal and needs no flash-attn")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", type=parse_override,
+                        dest="set_values",
+                        help="override one YAML key, dotted (list items by index), the value read as YAML: "
+                             "--set buffer.batch_size=4 --set explorer.rollout_model.enforce_eager=true")
     parser.add_argument("--dry-run", action="store_true",
                         help="build and validate the exact config tune() would launch, print it and exit")
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """ "a.b=1" -> ("a.b", 1); the value is parsed as YAML, so numbers, booleans and lists keep their type."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    try:
+        return key.strip(), yaml.safe_load(value)
+    except yaml.YAMLError as exc:
+        raise argparse.ArgumentTypeError(f"{key}: the value {value!r} is not valid YAML ({exc})") from None
 
 
 def set_key(config: dict, dotted: str, value: Any) -> None:
     """Set `config["a"]["b"][0]["c"]` from "a.b.0.c", creating missing mappings."""
     *parents, last = dotted.split(".")
     node = config
-    for key in parents:
-        node = node[int(key)] if isinstance(node, list) else node.setdefault(key, {})
-    if isinstance(node, list):
-        node[int(last)] = value
-    else:
-        node[last] = value
+    try:
+        for key in parents:
+            node = node[int(key)] if isinstance(node, list) else node.setdefault(key, {})
+        if isinstance(node, list):
+            node[int(last)] = value
+        else:
+            node[last] = value
+    except (ValueError, IndexError, AttributeError, TypeError):
+        raise SystemExit(f"error: cannot set {dotted}: the config has no such place") from None
 
 
 def absolute(path: str, maybe_hub_id: bool = False) -> str:
@@ -113,8 +140,7 @@ def resolve_config(config: dict, overrides: dict[str, Any], plan: dict[str, int]
     """The YAML mapping tune() will load: overrides and cluster plan applied, paths absolute."""
     config = copy.deepcopy(config)
     for dotted, value in overrides.items():
-        if value is not None:
-            set_key(config, dotted, value)
+        set_key(config, dotted, value)
     config["checkpoint_root_dir"] = absolute(config.get("checkpoint_root_dir", "./checkpoints"))
     config["model"]["model_path"] = absolute(config["model"]["model_path"], maybe_hub_id=True)
     explorer_input = config["buffer"]["explorer_input"]
@@ -131,15 +157,26 @@ def write_yaml(config: dict, path: Path) -> Path:
     return path
 
 
+_loaded_plugin_dirs: set[str] = set()
+
+
 def use_plugins() -> None:
     """Make this project's Trinity plugins (the resumable BOTS selector) known here and in Ray actors.
 
     The import registers them in this process, where the config is validated;
     Trinity passes TRINITY_PLUGIN_DIRS on to its actors, which load the folder.
+    Other folders already in TRINITY_PLUGIN_DIRS (a user's own plugins) are
+    loaded here too, with Trinity's loader, so that configs naming them validate.
     """
     import rftkit.trinity_plugins.resumable_bots  # noqa: F401 - registers on import
 
     dirs = [d for d in os.environ.get(PLUGIN_DIRS_ENV, "").split(os.pathsep) if d]
+    others = [d for d in dirs if d != str(PLUGIN_DIR) and d not in _loaded_plugin_dirs]
+    if others:
+        from trinity.utils.plugin_loader import load_plugin_from_dirs
+
+        load_plugin_from_dirs(others)
+        _loaded_plugin_dirs.update(others)
     if str(PLUGIN_DIR) not in dirs:
         os.environ[PLUGIN_DIRS_ENV] = os.pathsep.join([*dirs, str(PLUGIN_DIR)])
 
@@ -157,7 +194,28 @@ def build_trinity_config(config_path: str | Path, workflow_func: Callable, judge
     return config.check_and_update()
 
 
-def summarize(config, checkpoint_root: str | None = None) -> str:
+def validate(config: dict, workflow_func: Callable, judge_func: Callable | None = None):
+    """Trinity's validated config for this YAML mapping, as tune() will build it, with no side effects.
+
+    check_and_update() creates the run's folders, so it runs on a copy whose
+    checkpoint root is a scratch folder; the run's own paths are then set back.
+    """
+    with tempfile.TemporaryDirectory(prefix="rftkit-check-") as scratch:
+        copy_in_scratch = dict(config, checkpoint_root_dir=scratch)
+        trinity_config = build_trinity_config(write_yaml(copy_in_scratch, Path(scratch) / "config.yaml"),
+                                              workflow_func, judge_func)
+    trinity_config.checkpoint_root_dir = config["checkpoint_root_dir"]
+    trinity_config.checkpoint_job_dir = trinity_config.get_checkpoint_job_dir()
+    trinity_config.log.save_dir = os.path.join(trinity_config.checkpoint_job_dir, "log")
+    job_dir = Path(trinity_config.checkpoint_job_dir)
+    if not trinity_config.continue_from_checkpoint and job_dir.is_dir() and any(job_dir.iterdir()):
+        # Trinity would rename the run with a timestamp; the launcher could then not find its logs.
+        raise SystemExit(f"error: {job_dir} exists and continue_from_checkpoint is false: remove it, "
+                         f"choose another name (--set name=...), or set continue_from_checkpoint: true")
+    return trinity_config
+
+
+def summarize(config) -> str:
     """A readable account of what a validated Trinity config will run."""
     rollout = config.explorer.rollout_model
     explorer_input = config.buffer.explorer_input
@@ -194,8 +252,10 @@ def summarize(config, checkpoint_root: str | None = None) -> str:
         f"rollout         openai api {rollout.enable_openai_api}, history {rollout.enable_history}, "
         f"tool parser {rollout.tool_call_parser}, runners/engine {config.explorer.runner_per_model}",
         f"sync            {config.synchronizer.sync_method.value}, every {config.synchronizer.sync_interval} step(s)",
-        f"checkpoints     {checkpoint_root or config.checkpoint_root_dir}, every {config.trainer.save_interval} steps",
+        f"checkpoints     {config.checkpoint_job_dir}, every {config.trainer.save_interval} steps",
         f"monitor         {config.monitor.monitor_type}",
+        f"attention       {attention.configured_attention({'trainer': vars(config.trainer)})} (trainer), "
+        f"padding removal {config.trainer.use_remove_padding}",
     ]
     return "\n".join(lines)
 
@@ -225,6 +285,21 @@ def ray_cli(*args: str) -> None:
     subprocess.run([sys.executable, "-m", "ray.scripts.scripts", *args], check=True)
 
 
+def connect_ray(trinity_config) -> None:
+    """Connect to Ray as Trinity's run_stage() would, plus a setup hook for every worker process.
+
+    Trinity calls ray.init() with `ignore_reinit_error`, so this connection, made
+    first with the same namespace and environment, is the one the run uses. The
+    hook (`rftkit.attention.worker_setup`) lets verl's trainer workers run
+    without flash-attn.
+    """
+    import ray
+
+    ray.init(address=trinity_config.cluster.ray_address, namespace=trinity_config.ray_namespace,
+             runtime_env={"env_vars": trinity_config.get_envs(),
+                          "worker_process_setup_hook": "rftkit.attention.worker_setup"})
+
+
 def ensure_ray() -> bool:
     """Start a local Ray head unless a cluster is reachable; True if we started it."""
     import ray
@@ -246,8 +321,15 @@ def launch(args: argparse.Namespace, workflow_func: Callable, judge_func: Callab
     `prepare(config)` runs before a real launch with the resolved YAML mapping
     (overrides applied, paths absolute), to check or make the data it names.
     """
+    # Later entries win: the path flags, then --attn, then each --set in order.
     overrides = {"model.model_path": args.model_path, "checkpoint_root_dir": args.checkpoint_dir,
                  **(overrides or {})}
+    overrides = {key: value for key, value in overrides.items() if value is not None}
+    if args.attn == "sdpa":
+        overrides.update(attention.SDPA_OVERRIDES)
+    elif args.attn is not None:
+        overrides[attention.ATTN_KEY] = args.attn
+    overrides.update(args.set_values)
     for flag in ("gpus", "nodes", "engines"):
         if getattr(args, flag) is not None and getattr(args, flag) < 1:
             raise SystemExit(f"error: --{flag} must be at least 1, got {getattr(args, flag)}")
@@ -270,13 +352,7 @@ def launch(args: argparse.Namespace, workflow_func: Callable, judge_func: Callab
     config = resolve_config(raw, overrides, plan)
 
     if args.dry_run:
-        checkpoint_root = config["checkpoint_root_dir"]
-        with tempfile.TemporaryDirectory(prefix="dry-run-") as scratch:
-            # check_and_update() creates the run's folders: keep them out of the real checkpoint dir.
-            config["checkpoint_root_dir"] = scratch
-            trinity_config = build_trinity_config(write_yaml(config, Path(scratch) / "config.yaml"),
-                                                  workflow_func, judge_func)
-            print(summarize(trinity_config, checkpoint_root=checkpoint_root))
+        print(summarize(validate(config, workflow_func, judge_func)))
         if gpus_detected == 0:
             print("(Trinity's NO GPU DETECTED notice above only means it could not estimate GPU memory here.)")
         print("dry run: the config is valid; nothing was launched")
@@ -284,19 +360,33 @@ def launch(args: argparse.Namespace, workflow_func: Callable, judge_func: Callab
 
     if prepare is not None:
         prepare(config)
+    attention.check_attention(config, args.config)
     path = write_yaml(config, Path(config["checkpoint_root_dir"]) / f"{config['project']}-{config['name']}.yaml")
     print(f"launch config: {path}", flush=True)
     from agentscope.tuner import tune
 
-    use_plugins()
+    # The config tune() will build from this file: its Ray namespace, log folder and step targets.
+    trinity_config = validate(config, workflow_func, judge_func)
     started_ray = ensure_ray()
+    started = time.perf_counter()
+
+    def give_up(error: supervise.FatalError) -> None:  # tune() did not return after the actors were killed
+        print(f"error: training failed: {error}; the run did not stop by itself", file=sys.stderr, flush=True)
+        if started_ray:
+            ray_cli("stop", "--force")
+        os._exit(1)
+
     try:
-        status = tune(workflow_func=workflow_func, judge_func=judge_func, config_path=str(path))
+        connect_ray(trinity_config)
+        with supervise.Watchdog(trinity_config.log.save_dir, lambda: supervise.kill_trinity_actors(trinity_config),
+                                give_up) as watchdog:
+            status = tune(workflow_func=workflow_func, judge_func=judge_func, config_path=str(path))
     finally:
         if started_ray:  # leave the machine as we found it
             ray_cli("stop")
-    if not getattr(status, "success", False):
-        print(f"error: training failed: {getattr(status, 'error', None) or status}", file=sys.stderr)
+    result = supervise.outcome(status, watchdog.error, trinity_config)
+    if not result.success:
+        print(f"error: training failed: {result.message}", file=sys.stderr)
         return 1
-    print(f"training finished in {status.total_time_sec:.0f} s")
+    print(f"{result.message} in {time.perf_counter() - started:.0f} s; checkpoints in {trinity_config.checkpoint_job_dir}")
     return 0

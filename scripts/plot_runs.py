@@ -16,25 +16,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from tensorboard.backend.event_processing.event_accumulator import SCALARS, EventAccumulator
-
 from rftkit.files import atomic_paths
+from rftkit.tensorboard import read_scalars
 
 DEFAULT_SCALARS = ["rollout/accuracy/mean", "eval/aime24/accuracy"]
-
-
-def read_scalars(folder: Path) -> dict[str, list[tuple[int, float]]]:
-    """Every scalar series in the event files below `folder`, as sorted (step, value) lists."""
-    files = sorted(folder.rglob("events.out.tfevents.*"))
-    if not files:
-        raise FileNotFoundError(f"{folder}: no tensorboard event files below it")
-    series: dict[str, dict[int, float]] = {}
-    for file in files:
-        events = EventAccumulator(str(file), size_guidance={SCALARS: 0})  # 0: keep every point
-        events.Reload()
-        for tag in events.Tags()[SCALARS]:
-            series.setdefault(tag, {}).update((e.step, e.value) for e in events.Scalars(tag))
-    return {tag: sorted(points.items()) for tag, points in series.items()}
 
 
 def parse_run(text: str) -> tuple[str, Path]:

@@ -108,17 +108,33 @@ def test_status_from_tune_decides_the_exit_code(tmp_path, monkeypatch, capsys):
     class Status:
         success, error, total_time_sec = False, "Trainer died: NCCL init failed", 1.0
 
+    def tune(**kwargs):  # a run that saved its last step, whatever its status says
+        from trinity.manager.state_manager import StateManager
+
+        job_dir = tmp_path / "AgentScope-FrozenLake" / "frozenlake-grpo"
+        StateManager(str(job_dir), trainer_name="trainer").save_trainer(current_step=2, sample_strategy_state={})
+        return Status()
+
     monkeypatch.setattr(launch, "detect_cluster", lambda: (1, 2))
     monkeypatch.setattr(launch, "ensure_ray", lambda: False)
-    monkeypatch.setattr(agentscope.tuner, "tune", lambda **kwargs: Status())
-    args = argparse.Namespace(config=str(REPO / "configs" / "frozenlake.yaml"), model_path=None,
-                              checkpoint_dir=str(tmp_path), gpus=None, nodes=None, engines=None, dry_run=False)
+    monkeypatch.setattr(launch, "connect_ray", lambda trinity_config: None)
+    monkeypatch.setattr(agentscope.tuner, "tune", tune)
+    args = launch_args(tmp_path, "--set", "buffer.total_steps=2", "--attn", "sdpa")
     assert launch.launch(args, run_frozen_lake) == 1
     assert "NCCL init failed" in capsys.readouterr().err
     Status.success = True
     assert launch.launch(args, run_frozen_lake) == 0
+    assert "training finished: 2 step(s)" in capsys.readouterr().out
     written = yaml.safe_load((tmp_path / "AgentScope-FrozenLake-frozenlake-grpo.yaml").read_text())
     assert written["cluster"] == {"node_num": 1, "gpu_per_node": 2}
+    assert written["buffer"]["total_steps"] == 2
+
+
+def launch_args(tmp_path, *flags, config="frozenlake.yaml"):
+    """The launcher's parsed flags, as frozenlake/main.py would hand them over."""
+    parser = argparse.ArgumentParser()
+    launch.add_arguments(parser, default_config=str(REPO / "configs" / config))
+    return parser.parse_args(["--checkpoint-dir", str(tmp_path), *flags])
 
 
 def test_bots_config_differs_from_the_plain_one_only_in_selection():

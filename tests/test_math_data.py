@@ -7,22 +7,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from math_bots.data import BOXED_INSTRUCTION, DataError, convert_aime, convert_guru
+from math_bots.data import BOXED_INSTRUCTION, DataError, convert_aime, convert_guru, guru_row
 
 from conftest import REPO
-
-
-def guru_row(question, truth, weak=0.25, strong=0.75, prompt=None):
-    """One row shaped like guru-RL-92k's math parquet."""
-    return {
-        "data_source": "math",
-        "prompt": prompt if prompt is not None else [{"role": "user", "content": question}],
-        "ability": "math",
-        "reward_model": {"ground_truth": truth, "style": "rule"},
-        "extra_info": {"index": 0},
-        "qwen2.5_7b_pass_rate": weak,
-        "qwen3_30b_pass_rate": strong,
-    }
 
 
 GOOD = [guru_row(f"What is {i} + {i}? {BOXED_INSTRUCTION}", str(2 * i), weak=i / 20, strong=min(1.0, i / 10))

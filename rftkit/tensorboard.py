@@ -1,0 +1,34 @@
+"""Reading the scalars Trinity-RFT's tensorboard monitor writes (`<run>/monitor/tensorboard/{explorer,trainer}`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import NamedTuple
+
+from tensorboard.backend.event_processing.event_accumulator import SCALARS, EventAccumulator
+
+
+class Point(NamedTuple):
+    step: int
+    value: float
+    wall_time: float  # seconds since the epoch, when the point was logged
+
+
+def read_points(folder: str | Path) -> dict[str, list[Point]]:
+    """Every scalar series in the event files below `folder`, sorted by step (the last write of a step wins)."""
+    files = sorted(Path(folder).rglob("events.out.tfevents.*"))
+    if not files:
+        raise FileNotFoundError(f"{folder}: no tensorboard event files below it")
+    series: dict[str, dict[int, Point]] = {}
+    for file in files:
+        events = EventAccumulator(str(file), size_guidance={SCALARS: 0})  # 0: keep every point
+        events.Reload()
+        for tag in events.Tags()[SCALARS]:
+            series.setdefault(tag, {}).update((e.step, Point(e.step, e.value, e.wall_time))
+                                              for e in events.Scalars(tag))
+    return {tag: [points[step] for step in sorted(points)] for tag, points in series.items()}
+
+
+def read_scalars(folder: str | Path) -> dict[str, list[tuple[int, float]]]:
+    """Every scalar series below `folder`, as sorted (step, value) lists."""
+    return {tag: [(p.step, p.value) for p in points] for tag, points in read_points(folder).items()}

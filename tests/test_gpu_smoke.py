@@ -1,0 +1,173 @@
+"""gpu/smoke.py: its shrunk configs pass Trinity's checker here, its checks catch what they claim to,
+and, on a machine with 2 or more CUDA GPUs, the smoke itself."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+from torch.utils.tensorboard import SummaryWriter
+
+from gpu import smoke
+
+from conftest import REPO
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 or more CUDA GPUs (README: GPU smoke test)")
+def test_gpu_smoke_trains_every_config_two_steps(tmp_path):
+    result = subprocess.run([sys.executable, "gpu/smoke.py", "--out", str(tmp_path)], cwd=REPO, timeout=3600)
+    assert result.returncode == 0
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert len(summary) == 4 and all(run["ok"] for run in summary)
+
+
+@pytest.mark.parametrize("config", list(smoke.CONFIGS))
+def test_the_smoke_settings_pass_trinitys_checker(config, tmp_path):
+    """The exact launch the smoke makes, as a dry run: every --set key exists and validates."""
+    command = smoke.command_for(config, tmp_path / "work", tmp_path / "model", tmp_path / "ckpt")
+    result = subprocess.run([*command, "--dry-run", "--gpus", "2"], cwd=REPO, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"group {smoke.GROUP}, batch {smoke.TASKS} tasks" in result.stdout
+    assert "attention       sdpa (trainer), padding removal False" in result.stdout
+
+
+def write_run(job, experiences=(16, 16), tags=("rollout/success/mean",), steps=2, alphas=None):
+    """A run folder laid out as Trinity writes it (tensorboard, checkpoint, state file)."""
+    (job / "log").mkdir(parents=True)
+    explorer = SummaryWriter(str(job / "monitor" / "tensorboard" / "explorer"))
+    for step, count in enumerate(experiences, start=1):
+        explorer.add_scalar(smoke.EXPERIENCE_COUNT, count, step)
+        for tag in tags:
+            explorer.add_scalar(tag, 0.0, step)
+    explorer.close()
+    trainer = SummaryWriter(str(job / "monitor" / "tensorboard" / "trainer"))
+    for step in range(1, steps + 1):
+        trainer.add_scalar("time/train_step", 1.5, step)
+    trainer.close()
+    weights = job / f"global_step_{steps}" / "actor" / "huggingface" / "model.safetensors"
+    weights.parent.mkdir(parents=True)
+    weights.write_bytes(b"x")
+    if alphas is not None:
+        state = {"selector_type": "difficulty_based_resumable", "alphas": alphas, "betas": alphas}
+        (job / "explorer_meta.json").write_text(json.dumps({"latest_iteration": steps, "taskset_states": [state]}))
+
+
+def checked(tmp_path, config="frozenlake.yaml", tasks=None, exit_code=0, **run):
+    checkpoints = tmp_path / "ckpt"
+    write_run(checkpoints / "AgentScope-FrozenLake" / "frozenlake-grpo", **run)
+    result = smoke.RunResult(config, exit_code, 100.0)
+    smoke.check_run(result, checkpoints, launched_at=0.0, tasks=tasks)
+    return result
+
+
+def test_a_complete_run_passes_every_check(tmp_path):
+    result = checked(tmp_path, config="frozenlake_difficulty.yaml", tasks=3, alphas=[1.0, 2.0, 3.0])
+    assert result.ok, [c for c in result.checks if not c.ok]
+    assert result.experiences == [16, 16] and result.per_step_s is not None and result.per_step_s < 60
+
+
+@pytest.mark.parametrize("broken,failing", [
+    (dict(exit_code=1), "exit code 0"),
+    (dict(steps=1), "step-2 checkpoint with HF weights"),
+    (dict(tags=("rollout/accuracy/mean",)), "scalar rollout/success/mean"),
+    (dict(experiences=(16, 3)), f"{smoke.EXPERIENCE_COUNT} >= 16 rollouts, steps 1..2"),
+    (dict(experiences=(16,)), f"{smoke.EXPERIENCE_COUNT} >= 16 rollouts, steps 1..2"),
+])
+def test_each_check_catches_what_it_claims(tmp_path, broken, failing):
+    result = checked(tmp_path, **broken)
+    assert not result.ok
+    assert failing in [c.name for c in result.checks if not c.ok]
+
+
+def test_the_selector_check_needs_a_posterior_for_every_task(tmp_path):
+    result = checked(tmp_path, config="frozenlake_difficulty.yaml", tasks=4, alphas=[1.0, 2.0, 3.0])
+    assert [c.name for c in result.checks if not c.ok] == ["selector posteriors saved"]
+    assert not checked(tmp_path / "none", config="frozenlake_difficulty.yaml", tasks=3).ok
+
+
+def test_math_eval_tags_are_matched_by_prefix():
+    tags = ["rollout/accuracy/mean", "eval/aime24/accuracy/mean@4", "eval/aime24/format/mean@4"]
+    assert all(smoke.has_tag(tags, wanted) for wanted in smoke.MATH.tags)
+    assert not smoke.has_tag(tags[:1], "eval/aime24/accuracy/")
+
+
+def test_make_data_writes_both_examples_through_the_project_scripts(tmp_path):
+    import pyarrow.parquet as pq
+
+    smoke.make_data(tmp_path)
+    assert pq.read_metadata(tmp_path / "data" / "frozenlake" / "train.parquet").num_rows == 64
+    assert pq.read_metadata(tmp_path / "data" / "frozenlake" / "test.parquet").num_rows == 8
+    math_train = pq.read_table(tmp_path / "data" / "math" / "guru_math" / "train.parquet")
+    assert math_train.num_rows == 64 and math_train.column("answer")[1].as_py() == "#### 4"
+    assert pq.read_metadata(tmp_path / "data" / "math" / "aime24" / "test.parquet").num_rows == 8
+
+
+@pytest.mark.skipif(torch.cuda.device_count() >= 2, reason="this machine has GPUs")
+def test_without_two_gpus_the_smoke_refuses_with_a_message(tmp_path):
+    result = subprocess.run([sys.executable, "gpu/smoke.py", "--out", str(tmp_path)], cwd=REPO,
+                            capture_output=True, text=True, env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
+    assert result.returncode == 2 and "at least 2 CUDA GPUs" in result.stderr
+
+
+@pytest.mark.parametrize("fault", list(smoke.FAULTS))
+def test_the_fault_runs_pass_trinitys_checker_with_the_fault_plugin(fault, tmp_path):
+    command = smoke.command_for("frozenlake.yaml", tmp_path / "work", tmp_path / "model", tmp_path / "ckpt", fault)
+    env = {**os.environ, "TRINITY_PLUGIN_DIRS": str(smoke.FAULT_PLUGINS)}
+    result = subprocess.run([*command, "--dry-run", "--gpus", "2"], cwd=REPO, capture_output=True, text=True,
+                            timeout=300, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    if fault == "explorer":
+        assert "operators       ['fault_explorer']" in result.stdout
+
+
+def test_the_injected_faults_raise_what_the_smoke_looks_for():
+    import asyncio
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("smoke_faults", smoke.FAULT_PLUGINS / "smoke_faults.py")
+    faults = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(faults)
+    assert faults.INJECTED_FAULT == smoke.INJECTED_FAULT
+    with pytest.raises(RuntimeError, match="explorer: injected fault"):
+        asyncio.run(faults.FaultExplorer().process([]))
+    trainer = faults.FaultTrainer.__new__(faults.FaultTrainer)  # its buffer reader needs a running buffer
+    with pytest.raises(RuntimeError, match="trainer at step 1: injected fault"):
+        asyncio.run(trainer.sample(1))
+
+
+def fault_run(tmp_path, exit_code=1, delay=30.0, output=None):
+    from test_run_supervision import log_line, write_logs
+
+    checkpoints = tmp_path / "ckpt"
+    job = checkpoints / "AgentScope-FrozenLake" / "frozenlake-grpo"
+    write_logs(job / "log", explorer=[log_line("ERROR", "10:00:00", f"Error in Explorer: RuntimeError: "
+                                                                    f"explorer: {smoke.INJECTED_FAULT}")])
+    log = tmp_path / "launch.log"
+    log.write_text(output if output is not None else
+                   f"error: training failed: Error in Explorer: RuntimeError: explorer: {smoke.INJECTED_FAULT}\n")
+    fault_at = time.mktime((time.localtime().tm_year, 11, 30, 10, 0, 0, 0, 0, -1))
+    result = smoke.RunResult("frozenlake.yaml (explorer fault)", exit_code, 200.0)
+    smoke.check_fault(result, "explorer", checkpoints, log, ended_at=fault_at + delay)
+    return result
+
+
+def test_a_fault_run_that_ends_soon_and_names_the_fault_passes(tmp_path):
+    result = fault_run(tmp_path)
+    assert result.ok, [c for c in result.checks if not c.ok]
+    assert result.fault_to_exit_s == pytest.approx(30.0)
+
+
+@pytest.mark.parametrize("broken,failing", [
+    (dict(exit_code=0), "non-zero exit"),
+    (dict(delay=400.0), f"exit within {smoke.FAULT_DEADLINE} s of the fault"),
+    (dict(output="error: training failed: something else\n"), "the explorer fault named in the launcher's error"),
+    (dict(output=f"error: training failed: {smoke.INJECTED_FAULT}\ntraining finished: 2 step(s)\n"),
+     "never reported finished"),
+])
+def test_the_fault_checks_catch_a_run_that_hangs_hides_or_lies(tmp_path, broken, failing):
+    result = fault_run(tmp_path, **broken)
+    assert failing in [c.name for c in result.checks if not c.ok]

@@ -1,0 +1,173 @@
+"""A failed run ends and says so: fatal errors in Trinity's actor logs, the steps a run reached, the watchdog."""
+
+import argparse
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from frozenlake.workflow import run_frozen_lake
+from rftkit import launch, supervise
+
+from conftest import REPO
+
+TRACEBACK = """Traceback (most recent call last):
+  File "trinity/explorer/explorer.py", line 299, in explore
+    explore_contionue = await self.explore_step()
+ModuleNotFoundError: No module named 'aiosqlite'"""
+
+
+def log_line(level, when, message):
+    """A record as Trinity's own formatter writes it to an actor's log file (multi-line messages included)."""
+    import logging
+
+    from trinity.utils.log import _LOG_DATE_FORMAT, _LOG_FORMAT, NewLineFormatter
+
+    hour, minute, second = map(int, when.split(":"))
+    record = logging.LogRecord("explorer", getattr(logging, level), "explorer.py", 308, message, None, None)
+    record.created = time.mktime((2026, 11, 30, hour, minute, second, 0, 0, -1))
+    return NewLineFormatter(_LOG_FORMAT, _LOG_DATE_FORMAT).format(record) + "\n"
+
+
+def write_logs(log_dir, **files):
+    log_dir.mkdir(parents=True, exist_ok=True)
+    for name, lines in files.items():
+        (log_dir / f"{name}.log").write_text("".join(lines))
+    return log_dir
+
+
+def test_the_earliest_fatal_error_is_found_with_its_traceback(tmp_path):
+    logs = write_logs(
+        tmp_path / "log",
+        explorer=[log_line("INFO", "10:00:00", "Explore step 1 started."),
+                  log_line("ERROR", "10:00:05", "Task 3 failed: see Error in Trainer"),  # not a marker
+                  log_line("ERROR", "10:00:07", f"Error in Explorer: {TRACEBACK}"),
+                  log_line("INFO", "10:00:08", "Explorer (explorer) finished.")],
+        trainer=[log_line("ERROR", "10:00:09", "Error in Trainer:\nTraceback ...\nRuntimeError: later")],
+    )
+    error = supervise.first_fatal_error(logs)
+    assert error.marker == "Error in Explorer" and error.log.name == "explorer.log"
+    assert error.summary == "ModuleNotFoundError: No module named 'aiosqlite'"
+    assert "explore_step()" in error.text and "finished" not in error.text
+    assert "aiosqlite" in str(error) and str(error.log) in str(error)
+
+
+def test_non_fatal_errors_and_info_lines_are_not_failures(tmp_path):
+    logs = write_logs(tmp_path / "log", runner=[
+        log_line("ERROR", "10:00:00", "Task 3 failed after 2 retries: ValueError"),
+        log_line("INFO", "10:00:01", "no 'Error in Trainer' here: INFO level"),
+    ])
+    assert supervise.first_fatal_error(logs) is None
+    assert supervise.first_fatal_error(tmp_path / "absent") is None
+
+
+class Status:
+    def __init__(self, success, error=None):
+        self.success, self.error = success, error
+
+
+@pytest.fixture
+def trinity_config(tmp_path):
+    """The validated config of a 2-step FrozenLake run, checkpoints under tmp_path."""
+    raw = launch.load_yaml(REPO / "configs" / "frozenlake.yaml")
+    config = launch.resolve_config(raw, {"checkpoint_root_dir": str(tmp_path), "buffer.total_steps": 2},
+                                   {"node_num": 1, "gpu_per_node": 2, "engine_num": 1})
+    return launch.validate(config, run_frozen_lake)
+
+
+def save_steps(trinity_config, explorer=None, trainer=None):
+    from trinity.manager.state_manager import StateManager
+
+    state = StateManager(trinity_config.checkpoint_job_dir, trainer_name=trinity_config.trainer.name,
+                         explorer_name=trinity_config.explorer.name)
+    if explorer is not None:
+        state.save_explorer(current_step=explorer, taskset_states=[])
+    if trainer is not None:
+        state.save_trainer(current_step=trainer, sample_strategy_state={})
+
+
+def test_a_run_that_stopped_before_its_last_step_is_not_finished(trinity_config):
+    save_steps(trinity_config, explorer=2, trainer=1)
+    result = supervise.outcome(Status(True), None, trinity_config)
+    assert not result.success and (result.trainer_step, result.target_step) == (1, 2)
+    assert "trainer saved step 1 of 2" in result.message
+    save_steps(trinity_config, trainer=2)
+    assert supervise.outcome(Status(True), None, trinity_config).success
+
+
+def test_without_a_step_target_the_trainer_must_reach_the_explorer(trinity_config):
+    trinity_config.buffer.total_steps = trinity_config.trainer.total_steps = None
+    save_steps(trinity_config, explorer=5, trainer=4)
+    assert not supervise.outcome(Status(True), None, trinity_config).success
+    save_steps(trinity_config, trainer=5)
+    assert supervise.outcome(Status(True), None, trinity_config).success
+
+
+def test_a_logged_fatal_error_or_a_failed_status_fails_a_complete_run(trinity_config):
+    save_steps(trinity_config, explorer=2, trainer=2)
+    assert "boom" in supervise.outcome(Status(False, "boom"), None, trinity_config).message
+    write_logs(Path(trinity_config.log.save_dir),
+               trainer=[log_line("ERROR", "10:00:00", "Error in Trainer:\nTraceback\nOSError: disk full")])
+    result = supervise.outcome(Status(True), None, trinity_config)
+    assert not result.success and "OSError: disk full" in result.message
+
+
+def test_the_watchdog_stops_the_run_on_the_first_fatal_error(tmp_path):
+    log_dir = write_logs(tmp_path / "log", explorer=[log_line("INFO", "10:00:00", "Explore step 1 started.")])
+    stopped, gave_up = threading.Event(), threading.Event()
+    watchdog = supervise.Watchdog(log_dir, stopped.set, lambda error: gave_up.set(), interval=0.1, grace=0.5)
+    with watchdog:
+        time.sleep(0.3)
+        assert not stopped.is_set()
+        with open(log_dir / "explorer.log", "a") as log:
+            log.write(log_line("ERROR", "10:00:03", f"Error in Explorer: {TRACEBACK}"))
+        assert stopped.wait(5), "the watchdog did not react to the fatal error"
+        assert gave_up.wait(5), "a run that does not return after the kill must be given up"
+    assert watchdog.error.summary.endswith("aiosqlite'")
+
+
+def test_the_watchdog_gives_nothing_up_when_the_run_returns(tmp_path):
+    log_dir = write_logs(tmp_path / "log", explorer=[log_line("ERROR", "10:00:00", "Error in Explorer: x")])
+    gave_up = threading.Event()
+    with supervise.Watchdog(log_dir, lambda: None, lambda error: gave_up.set(), interval=0.05, grace=1.0):
+        time.sleep(0.5)  # error seen and stop_run called; the run "returns" inside the grace period
+    assert not gave_up.wait(1.5)
+
+
+def test_a_hung_run_with_a_dead_explorer_exits_nonzero_within_seconds(tmp_path, monkeypatch, capsys):
+    """The hang seen on GPUs, replayed with real Ray actors: the Explorer logs a fatal error and returns,
+    the Trainer waits for experiences forever, tune() waits for the Trainer. The launcher must end it."""
+    import agentscope.tuner
+    import ray
+
+    @ray.remote
+    class Trainer:
+        def train(self):
+            time.sleep(3600)  # waiting for experiences that will never come
+
+    def tune(config_path, **kwargs):  # Trinity's both(): wait for the Trainer after the Explorer returned
+        trinity_config = launch.validate(yaml.safe_load(open(config_path)), run_frozen_lake)
+        trainer = Trainer.options(name=trinity_config.trainer.name, namespace=trinity_config.ray_namespace).remote()
+        write_logs(Path(trinity_config.log.save_dir),
+                   explorer=[log_line("ERROR", "10:00:00", f"Error in Explorer: {TRACEBACK}")])
+        ray.wait([trainer.train.remote()], timeout=3600)
+        return Status(True)
+
+    monkeypatch.setattr(launch, "detect_cluster", lambda: (1, 2))
+    monkeypatch.setattr(launch, "ensure_ray", lambda: False)
+    monkeypatch.setattr(launch, "connect_ray", lambda trinity_config: ray.init(
+        namespace=trinity_config.ray_namespace, num_cpus=2, include_dashboard=False, logging_level="ERROR"))
+    monkeypatch.setattr(agentscope.tuner, "tune", tune)
+    parser = argparse.ArgumentParser()
+    launch.add_arguments(parser, default_config=str(REPO / "configs" / "frozenlake.yaml"))
+    args = parser.parse_args(["--checkpoint-dir", str(tmp_path), "--attn", "sdpa", "--set", "buffer.total_steps=2"])
+    started = time.monotonic()
+    try:
+        assert launch.launch(args, run_frozen_lake) == 1
+    finally:
+        ray.shutdown()
+    assert time.monotonic() - started < 60
+    err = capsys.readouterr().err
+    assert "error: training failed: Error in Explorer: ModuleNotFoundError: No module named 'aiosqlite'" in err
