@@ -30,6 +30,7 @@ from typing import Callable
 
 # What Trinity 0.6 logs when a main loop dies (trinity/explorer/explorer.py, trinity/trainer/trainer.py).
 FATAL_MARKERS = ("Error in Explorer", "Error during explorer preparation", "Error in Trainer")
+TRAINER_FINISHED = "> Trainer finished."  # trinity/trainer/trainer.py, the line after its main loop
 # Trinity's log prefix, "%(levelname)s %(asctime)s [%(filename)s:%(lineno)d] " with dates as "%m-%d %H:%M:%S";
 # its formatter repeats the prefix on every line of a multi-line message (a traceback).
 LOG_LINE = re.compile(r"^(DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d\d-\d\d \d\d:\d\d:\d\d) \[[^\]]*\] ")
@@ -72,9 +73,30 @@ def _fatal_in(log: Path) -> FatalError | None:
     return None
 
 
+def _trainer_finished_at(log_dir: Path) -> str | None:
+    """When the Trainer logged that it finished (its final line, after a last step or an error)."""
+    for log in sorted(log_dir.rglob("*.log")):
+        for line in log.read_text(errors="replace").split("\n"):
+            head = LOG_LINE.match(line)
+            if head and line[head.end():].startswith(TRAINER_FINISHED):
+                return head.group(2)
+    return None
+
+
 def first_fatal_error(log_dir: str | os.PathLike) -> FatalError | None:
-    """The earliest fatal error in any actor log under `log_dir`, or None."""
-    found = [error for log in sorted(Path(log_dir).rglob("*.log")) if (error := _fatal_in(log))]
+    """The earliest fatal error in any actor log under `log_dir`, or None.
+
+    An Explorer error logged once the Trainer has finished is not one: when the
+    Trainer reaches `trainer.total_steps` first, Trinity's launcher shuts the
+    Explorer's experience pipeline down under its running step, which then fails
+    with "Experience pipeline is not initialized" (seen on GPUs). If the Trainer
+    finished because it failed, its own error comes first.
+    """
+    log_dir = Path(log_dir)
+    found = [error for log in sorted(log_dir.rglob("*.log")) if (error := _fatal_in(log))]
+    finished = _trainer_finished_at(log_dir)
+    if finished is not None:
+        found = [e for e in found if not (e.marker.startswith("Error in Explorer") and e.timestamp >= finished)]
     return min(found, key=lambda error: error.timestamp) if found else None
 
 

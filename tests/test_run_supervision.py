@@ -54,6 +54,22 @@ def test_the_earliest_fatal_error_is_found_with_its_traceback(tmp_path):
     assert "aiosqlite" in str(error) and str(error.log) in str(error)
 
 
+def test_an_explorer_stopped_after_the_trainer_finished_is_not_a_failure(tmp_path):
+    """Seen on GPUs: the Trainer reaches trainer.total_steps, Trinity shuts the Explorer's pipeline down
+    under its running step, and the Explorer logs a fatal-looking error. The run did finish."""
+    stopped = log_line("ERROR", "10:00:12", "Error in Explorer: Traceback\nRuntimeError: Experience pipeline "
+                                            "is not initialized.")
+    finished = log_line("INFO", "10:00:10", "--------------------\n> Trainer finished.\n--------------------")
+    logs = write_logs(tmp_path / "log", explorer=[stopped], trainer=[finished])
+    assert supervise.first_fatal_error(logs) is None
+    early = write_logs(tmp_path / "early", trainer=[finished],
+                       explorer=[log_line("ERROR", "10:00:05", f"Error in Explorer: {TRACEBACK}")])
+    assert supervise.first_fatal_error(early).summary.endswith("aiosqlite'")
+    trainer_failed = write_logs(tmp_path / "trainer", explorer=[stopped], trainer=[
+        log_line("ERROR", "10:00:09", "Error in Trainer:\nTraceback\nRuntimeError: CUDA error"), finished])
+    assert supervise.first_fatal_error(trainer_failed).summary == "RuntimeError: CUDA error"
+
+
 def test_non_fatal_errors_and_info_lines_are_not_failures(tmp_path):
     logs = write_logs(tmp_path / "log", runner=[
         log_line("ERROR", "10:00:00", "Task 3 failed after 2 retries: ValueError"),
