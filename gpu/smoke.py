@@ -12,7 +12,7 @@ flash-attn package is needed. Each run is checked for:
 
 * exit code 0, and a step-2 checkpoint with HF weights;
 * the tensorboard scalars README and plot_runs.py name (FrozenLake `rollout/success/mean`;
-  math `rollout/accuracy/mean` and AIME-24's `eval/aime24/{accuracy,format}/mean@4`);
+  math `rollout/accuracy/mean` and AIME-24's `eval/aime24/{accuracy,format}/mean@1`);
 * the experience count of each step as the explorer logged it (at least one per rollout);
 * for the difficulty configs, the saved selector state: a posterior for every task.
 
@@ -53,6 +53,7 @@ SMOKE_SETTINGS = {
     "explorer.runner_per_model": 4,
     "explorer.eval_interval": 1000,  # the eval at step 0 only
     "trainer.save_interval": 1000,  # the final save only
+    "synchronizer.sync_interval": 1,  # an NCCL weight sync after every step (the math configs sync every 4)
     "explorer.rollout_model.gpu_memory_utilization": 0.7,
     "explorer.rollout_model.enforce_eager": True,  # no CUDA-graph capture: a faster engine start
 }
@@ -69,7 +70,7 @@ class Example:
 FROZENLAKE = Example("frozenlake/main.py", ("rollout/success/mean",), "data/frozenlake",
                      ("--data-dir", "{work}/data/frozenlake"))
 MATH = Example("math_bots/main.py",
-               ("rollout/accuracy/mean", "eval/aime24/accuracy/mean@4", "eval/aime24/format/mean@4"),
+               ("rollout/accuracy/mean", "eval/aime24/accuracy/mean@1", "eval/aime24/format/mean@1"),
                "data/math/guru_math",
                ("--train-dir", "{work}/data/math/guru_math", "--eval-dir", "{work}/data/math/aime24"))
 CONFIGS = {

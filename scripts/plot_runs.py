@@ -2,7 +2,7 @@
 
     python scripts/plot_runs.py random=checkpoints/AgentScope-MathBOTS/math-random \\
         bots=checkpoints/AgentScope-MathBOTS/math-difficulty \\
-        --scalars rollout/accuracy/mean eval/aime24/accuracy/mean@4 --out outputs/bots_vs_random.png
+        --scalars rollout/accuracy/mean eval/aime24/accuracy/mean@1 --out outputs/bots_vs_random.png
 
 Each RUN is LABEL=FOLDER (or a folder, labelled by its name); every tensorboard event
 file below the folder is read (Trinity writes explorer and trainer logs under
@@ -19,7 +19,7 @@ from pathlib import Path
 from rftkit.files import atomic_paths
 from rftkit.tensorboard import read_scalars
 
-DEFAULT_SCALARS = ["rollout/accuracy/mean", "eval/aime24/accuracy/mean@4"]  # tags a GPU run wrote (README)
+DEFAULT_SCALARS = ["rollout/accuracy/mean", "eval/aime24/accuracy/mean@1"]  # tags a GPU run wrote (README)
 
 
 def parse_run(text: str) -> tuple[str, Path]:

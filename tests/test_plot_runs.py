@@ -17,7 +17,7 @@ def write_run(folder, rollout, evals):
     for step, value in enumerate(rollout, start=1):
         explorer.add_scalar("rollout/accuracy/mean", value, step)
     for step, value in evals.items():
-        explorer.add_scalar("eval/aime24/accuracy/mean@4", value, step)
+        explorer.add_scalar("eval/aime24/accuracy/mean@1", value, step)
     explorer.close()
     trainer = SummaryWriter(str(folder / "monitor" / "tensorboard" / "trainer"))
     trainer.add_scalar("actor/pg_loss", 0.1, 1)
@@ -34,7 +34,7 @@ def test_plots_runs_side_by_side_with_final_and_best(tmp_path, capsys):
     assert table == capsys.readouterr().out.split("\nwrote")[0]
     assert "| rollout/accuracy/mean | random | 0.1200 (3) | 0.1500 (2) |" in table
     assert "| rollout/accuracy/mean | bots | 0.5000 (3) | 0.5500 (2) |" in table
-    assert "| eval/aime24/accuracy/mean@4 | bots | 0.1000 (2) | 0.1000 (2) |" in table
+    assert "| eval/aime24/accuracy/mean@1 | bots | 0.1000 (2) | 0.1000 (2) |" in table
 
 
 def test_reads_every_event_file_below_a_run(tmp_path):
