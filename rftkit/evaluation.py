@@ -55,7 +55,8 @@ def wilson_interval(successes: float, trials: int, z: float = 1.96) -> tuple[flo
     denominator = 1 + z * z / trials
     centre = (rate + z * z / (2 * trials)) / denominator
     half = z * math.sqrt(rate * (1 - rate) / trials + z * z / (4 * trials * trials)) / denominator
-    return max(0.0, centre - half), min(1.0, centre + half)
+    # The interval holds the rate; rounding can put a bound a hair on the wrong side (1 - 1e-16 at 100/100).
+    return max(0.0, min(rate, centre - half)), min(1.0, max(rate, centre + half))
 
 
 async def run_episodes(

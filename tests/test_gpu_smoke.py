@@ -27,6 +27,7 @@ def test_gpu_smoke_trains_every_config_two_steps(tmp_path):
 @pytest.mark.parametrize("config", list(smoke.CONFIGS))
 def test_the_smoke_settings_pass_trinitys_checker(config, tmp_path):
     """The exact launch the smoke makes, as a dry run: every --set key exists and validates."""
+    (tmp_path / "model").mkdir()
     command = smoke.command_for(config, tmp_path / "work", tmp_path / "model", tmp_path / "ckpt")
     result = subprocess.run([*command, "--dry-run", "--gpus", "2"], cwd=REPO, capture_output=True, text=True,
                             timeout=300)
@@ -116,6 +117,7 @@ def test_without_two_gpus_the_smoke_refuses_with_a_message(tmp_path):
 
 @pytest.mark.parametrize("fault", list(smoke.FAULTS))
 def test_the_fault_runs_pass_trinitys_checker_with_the_fault_plugin(fault, tmp_path):
+    (tmp_path / "model").mkdir()
     command = smoke.command_for("frozenlake.yaml", tmp_path / "work", tmp_path / "model", tmp_path / "ckpt", fault)
     env = {**os.environ, "TRINITY_PLUGIN_DIRS": str(smoke.FAULT_PLUGINS)}
     result = subprocess.run([*command, "--dry-run", "--gpus", "2"], cwd=REPO, capture_output=True, text=True,
@@ -172,3 +174,18 @@ def test_a_fault_run_that_ends_soon_and_names_the_fault_passes(tmp_path):
 def test_the_fault_checks_catch_a_run_that_hangs_hides_or_lies(tmp_path, broken, failing):
     result = fault_run(tmp_path, **broken)
     assert failing in [c.name for c in result.checks if not c.ok]
+
+
+@pytest.mark.parametrize("gpus,plan", [
+    (4, "1 node(s) x 4 GPU(s): 2 rollout engine(s) x 1 GPU, trainer 2 GPU(s)"),
+    (8, "1 node(s) x 8 GPU(s): 4 rollout engine(s) x 1 GPU, trainer 4 GPU(s)"),
+])
+@pytest.mark.parametrize("config", ["frozenlake_difficulty.yaml", "config_difficulty.yaml"])
+def test_on_4_and_8_gpus_the_smoke_launch_plans_several_engines_and_a_sharded_trainer(config, gpus, plan, tmp_path):
+    """What the smoke will run on a 4- or 8-GPU machine (it takes the GPU count from the machine)."""
+    (tmp_path / "model").mkdir()
+    command = smoke.command_for(config, tmp_path / "work", tmp_path / "model", tmp_path / "ckpt")
+    result = subprocess.run([*command, "--dry-run", "--gpus", str(gpus)], cwd=REPO, capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert plan in result.stdout

@@ -1,0 +1,247 @@
+"""FrozenLake with a real model on GPUs: evaluate it, train it, evaluate the result, draw both.
+
+    python gpu/frozenlake_learning.py MODEL --out outputs/learning --steps 40 \\
+        [--batch 32 --group 16 --lr 1e-6] [--data data/frozenlake] [--repeats 4] [--set KEY=VALUE ...]
+
+MODEL is a Hugging Face model folder, or a GGUF file, which transformers turns into one
+(dequantized to bf16) in <out>/model first. The steps, in order, each on all of the machine's GPUs:
+
+1. serve MODEL with vLLM's OpenAI-compatible server and run `scripts/evaluate.py --model openai`
+   on the test split (success rate with its interval, invalid-action rate, by map size);
+2. train it with `configs/frozenlake.yaml` through `frozenlake/main.py --attn sdpa`, for --steps
+   steps (batch, group and learning rate from the flags, anything else with --set);
+3. serve the last checkpoint and evaluate it the same way;
+4. draw the training curves (`rollout/success/mean`, `rollout/invalid_actions/mean`,
+   `rollout/env_steps/mean`) with scripts/plot_runs.py, and the two evaluations side by side
+   (before_after.png and before_after.md).
+
+Each step's output goes to <out>; a step that fails stops the script with its log's last lines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))  # run as a script: the repo's packages
+
+SERVED_NAME = "policy"
+CURVES = ["rollout/success/mean", "rollout/invalid_actions/mean", "rollout/env_steps/mean"]
+
+
+def log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+def hf_from_gguf(gguf: Path, out_dir: Path) -> Path:
+    """An HF model folder (bf16 safetensors, tokenizer, chat template) made from a GGUF file."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if (out_dir / "config.json").is_file():
+        return out_dir
+    folder, name = str(gguf.parent), gguf.name
+    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
+    loaded = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.bfloat16)
+    # transformers dequantizes the GGUF but then refuses to save a "gguf-quantized" model:
+    # copy the (already dequantized) weights into a plain model of the same config.
+    config = loaded.config
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
+    model.load_state_dict(loaded.state_dict())
+    tmp = out_dir.with_name(out_dir.name + ".partial")
+    tokenizer.save_pretrained(tmp)
+    model.save_pretrained(tmp)
+    tmp.rename(out_dir)  # only a complete folder gets the final name
+    return out_dir
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def vllm_command(model: Path, port: int, tokenizer: Path, max_model_len: int) -> list[str]:
+    return [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model),
+            "--tokenizer", str(tokenizer), "--served-model-name", SERVED_NAME, "--host", "127.0.0.1",
+            "--port", str(port), "--max-model-len", str(max_model_len), "--dtype", "bfloat16",
+            "--gpu-memory-utilization", "0.8", "--seed", "0"]
+
+
+@contextlib.contextmanager
+def vllm_server(model: Path, tokenizer: Path, log_file: Path, max_model_len: int, timeout: float = 900):
+    """`vllm serve` of `model` on 127.0.0.1; yields the /v1 base URL; stops it (and its workers) on exit."""
+    port = free_port()
+    with open(log_file, "w") as out:
+        server = subprocess.Popen(vllm_command(model, port, tokenizer, max_model_len), stdout=out,
+                                  stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.time() + timeout
+        while True:
+            if server.poll() is not None:
+                raise SystemExit(f"error: vLLM exited with {server.returncode} before serving; see {log_file}:\n"
+                                 f"{tail(log_file)}")
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5)
+                break
+            except OSError:
+                if time.time() > deadline:
+                    raise SystemExit(f"error: vLLM did not answer within {timeout:.0f} s; see {log_file}") from None
+                time.sleep(5)
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
+
+
+def tail(path: Path, lines: int = 30) -> str:
+    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.exists() else ""
+
+
+def run(command: list[str], log_file: Path) -> None:
+    """Run a step with its output to `log_file`; stop the script with the log's end if it fails."""
+    log(f"$ {' '.join(command[1:])}  (log: {log_file})")
+    with open(log_file, "w") as out:
+        code = subprocess.run(command, cwd=REPO, stdout=out, stderr=subprocess.STDOUT).returncode
+    if code != 0:
+        raise SystemExit(f"error: exit code {code}; the end of {log_file}:\n{tail(log_file)}")
+
+
+def evaluate_command(base_url: str, data: Path, out: Path, repeats: int, max_tokens: int) -> list[str]:
+    return [sys.executable, "scripts/evaluate.py", "--task", "frozenlake", "--model", "openai",
+            "--base-url", base_url, "--model-name", SERVED_NAME, "--data", str(data), "--out", str(out),
+            "--repeats", str(repeats), "--concurrency", "32", "--max-tokens", str(max_tokens)]
+
+
+def train_command(model: Path, data: Path, checkpoints: Path, args: argparse.Namespace) -> list[str]:
+    settings = {"buffer.total_steps": args.steps, "buffer.batch_size": args.batch,
+                "algorithm.repeat_times": args.group, "algorithm.optimizer.lr": args.lr,
+                "trainer.save_interval": args.steps,  # one checkpoint, at the end
+                "explorer.eval_interval": 10 ** 6}    # evaluation is step 1 and 3 of this script
+    flags = [f"--set={key}={json.dumps(value)}" for key, value in settings.items()]
+    return [sys.executable, "frozenlake/main.py", "--model-path", str(model), "--data-dir", str(data),
+            "--checkpoint-dir", str(checkpoints), "--attn", "sdpa", *flags, *[f"--set={s}" for s in args.set]]
+
+
+def last_checkpoint(checkpoints: Path) -> Path:
+    """The HF weights of the run's last saved step."""
+    found = sorted(checkpoints.glob("*/*/global_step_*/actor/huggingface"),
+                   key=lambda p: int(p.parent.parent.name.removeprefix("global_step_")))
+    if not found:
+        raise SystemExit(f"error: no global_step_*/actor/huggingface below {checkpoints}")
+    return found[-1]
+
+
+def compare(before: dict, after: dict, out: Path) -> str:
+    """before_after.md (returned) and before_after.png from two evaluate.py reports."""
+    from rftkit.files import atomic_paths
+    from rftkit.plots import plt, save_png
+
+    def row(name: str, r: dict) -> str:
+        low, high = r["success_rate_ci95"]
+        invalid = r["invalid_action_rate"]
+        return (f"| {name} | {r['success_rate']:.3f} ({low:.3f}-{high:.3f}) | "
+                f"{'-' if invalid is None else f'{invalid:.3f}'} | {r['mean_steps'] or 0:.2f} | {r['episodes']} |")
+
+    sizes = sorted({*before["by_size"], *after["by_size"]}, key=int)
+    table = ["| model | success rate (95% CI) | invalid-action rate | mean steps | episodes |",
+             "|---|---|---|---|---|", row("before", before), row("after", after), "",
+             "| map size | " + " | ".join(str(s) for s in sizes) + " |", "|---|" + "---|" * len(sizes)]
+    for name, r in (("before", before), ("after", after)):
+        cells = [f"{r['by_size'][s]['rate']:.2f}" if s in r["by_size"] else "-" for s in sizes]
+        table.append(f"| {name} | " + " | ".join(cells) + " |")
+    text = "\n".join(table) + "\n"
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    for i, (name, r) in enumerate((("before", before), ("after", after))):
+        low, high = r["success_rate_ci95"]
+        left.bar(i - 0.2, r["success_rate"], 0.4, yerr=[[r["success_rate"] - low], [high - r["success_rate"]]],
+                 capsize=4, label=f"{name}: success")
+        left.bar(i + 0.2, r["invalid_action_rate"] or 0.0, 0.4, label=f"{name}: invalid moves")
+        right.plot([int(s) for s in sizes], [r["by_size"].get(s, {}).get("rate") for s in sizes], marker="o",
+                   label=name)
+    left.set_xticks([0, 1], ["before", "after"])
+    left.set_ylim(0, 1)
+    left.set_title("test split: success rate (95% CI) and invalid-move rate")
+    left.legend(fontsize=7)
+    right.set_xlabel("map size")
+    right.set_ylim(0, 1)
+    right.set_title("success rate by map size")
+    right.legend()
+    fig.tight_layout()
+    with atomic_paths(out / "before_after.png", out / "before_after.md") as (png, md):
+        save_png(fig, png)
+        md.write_text(text)
+    return text
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("model", type=Path, help="HF model folder, or a .gguf file to convert")
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--data", type=Path, default=REPO / "data" / "frozenlake",
+                        help="train and test splits (default: %(default)s, generated if missing)")
+    parser.add_argument("--steps", type=int, required=True, help="training steps")
+    parser.add_argument("--batch", type=int, default=32, help="maps per step (default: %(default)s)")
+    parser.add_argument("--group", type=int, default=16, help="rollouts per map (default: %(default)s)")
+    parser.add_argument("--lr", type=float, default=1e-6, help="learning rate (default: %(default)s)")
+    parser.add_argument("--repeats", type=int, default=4, help="evaluation episodes per test map (default: 4)")
+    parser.add_argument("--max-tokens", type=int, default=2048, help="tokens per reply, as in training")
+    parser.add_argument("--max-model-len", type=int, default=25600, help="vLLM context, as in training")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="passed to the launcher")
+    parser.add_argument("--skip-before", action="store_true", help="reuse <out>/before/report.json")
+    args = parser.parse_args(argv)
+    if not args.model.exists():
+        parser.error(f"model: no such file or folder: {args.model}")
+    out = args.out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    data = args.data.resolve()
+    if not (data / "test.parquet").is_file():
+        run([sys.executable, "scripts/get_frozenlake_data.py", "--local_dir", str(data)], out / "data.log")
+    started = time.time()
+
+    model = args.model.resolve()
+    if model.suffix == ".gguf":
+        log(f"converting {model.name} to an HF folder")
+        model = hf_from_gguf(model, out / "model")
+    if not args.skip_before:
+        with vllm_server(model, model, out / "serve_before.log", args.max_model_len) as url:
+            log(f"evaluating {model} (served at {url})")
+            run(evaluate_command(url, data, out / "before", args.repeats, args.max_tokens), out / "eval_before.log")
+    log(f"training {args.steps} steps")
+    train_started = time.time()
+    run(train_command(model, data, out / "checkpoints", args), out / "train.log")
+    log(f"trained in {time.time() - train_started:.0f} s")
+    trained = last_checkpoint(out / "checkpoints")
+    with vllm_server(trained, model, out / "serve_after.log", args.max_model_len) as url:
+        log(f"evaluating {trained}")
+        run(evaluate_command(url, data, out / "after", args.repeats, args.max_tokens), out / "eval_after.log")
+
+    run_dir = trained.parent.parent.parent
+    run([sys.executable, "scripts/plot_runs.py", f"trained={run_dir}", "--scalars", *CURVES,
+         "--out", str(out / "curves.png")], out / "curves.log")
+    reports = [json.loads((out / name / "report.json").read_text()) for name in ("before", "after")]
+    print(compare(*reports, out), flush=True)
+    log(f"done in {time.time() - started:.0f} s: {out}/before_after.png, {out}/curves.png")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
