@@ -20,6 +20,8 @@ from frozenlake.reference import STRONG, WEAK, reference_pass_rates
 from rftkit.files import atomic_paths
 
 DEFAULT_DIR = "data/frozenlake"
+# What every task row must hold, as `rftkit.inputs` kinds: its map is generate_map(size, p, seed).
+TASK_COLUMNS = {"seed": "integer", "size": "integer", "p": "number"}
 
 SCHEMA = pa.schema([
     ("seed", pa.int64()),

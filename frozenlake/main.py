@@ -12,28 +12,29 @@ import os
 import sys
 from pathlib import Path
 
-import pyarrow.parquet as pq
-
-from frozenlake.data import DEFAULT_DIR, write_dataset
+from frozenlake.data import DEFAULT_DIR, TASK_COLUMNS, write_dataset
 from frozenlake.workflow import run_frozen_lake
+from rftkit.files import check_writable
+from rftkit.inputs import check_task_splits, reports_input_errors
 from rftkit.launch import add_arguments, launch
 
 REPO = Path(__file__).resolve().parent.parent
 
 
-def prepare(config: dict) -> None:
-    """Generate the training data if missing; refuse data without the columns the selector reads."""
+def prepare(config: dict, dry_run: bool) -> None:
+    """Refuse splits without the task columns (and the selector's features); a real run first generates missing data.
+
+    A dry run checks only the splits that exist: it must work on a machine without data.
+    """
     taskset = config["buffer"]["explorer_input"]["taskset"]
-    train = Path(taskset["path"]) / "train.parquet"
-    if not train.exists():
+    if not dry_run and not (Path(taskset["path"]) / "train.parquet").exists():
+        check_writable(taskset["path"], "--data-dir")
         print(f"no data in {taskset['path']}: generating it (scripts/get_frozenlake_data.py defaults)")
         write_dataset(taskset["path"])
-    missing = set(taskset.get("data_selector", {}).get("feature_keys", [])) - set(pq.read_schema(train).names)
-    if missing:
-        raise SystemExit(f"error: {train} has no column {sorted(missing)} that the selector needs; "
-                         f"regenerate it with scripts/get_frozenlake_data.py")
+    check_task_splits(config, TASK_COLUMNS, "regenerate it with scripts/get_frozenlake_data.py", missing_ok=dry_run)
 
 
+@reports_input_errors
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(parser, default_config=str(REPO / "configs" / "frozenlake.yaml"))

@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from rftkit.files import atomic_paths
+from rftkit.inputs import InputError, check_columns, label, open_split
 
 GURU_REPO = "LLM360/guru-RL-92k"
 GURU_MATH_FILE = "train/math__combined_54.4k.parquet"
@@ -37,9 +38,9 @@ DEFAULT_RAW_DIR = "data/raw/guru"
 DEFAULT_TRAIN_DIR = "data/math_bots/guru_math"
 DEFAULT_AIME_DIR = "data/math_bots/aime24"
 
-
-class DataError(ValueError):
-    """The input does not have the shape the conversion needs."""
+# What the conversion reads of a guru row, and what every converted task row holds, as `rftkit.inputs` kinds.
+GURU_COLUMNS = {"prompt": "list", "reward_model": "struct", **dict.fromkeys(PASS_RATE_COLUMNS, "number")}
+TASK_COLUMNS = {"question": "string", "answer": "string"}
 
 
 def guru_row(question: str, truth, weak: float | None = 0.25, strong: float | None = 0.75,
@@ -56,12 +57,6 @@ def guru_row(question: str, truth, weak: float | None = 0.25, strong: float | No
     }
 
 
-def _require(table: pa.Table, column: str, where: str) -> pa.ChunkedArray:
-    if column not in table.column_names:
-        raise DataError(f"{where}: missing column {column!r}; columns are {table.column_names}")
-    return table.column(column)
-
-
 def _clean_text(values: pa.ChunkedArray) -> pa.ChunkedArray:
     """Strings with surrounding white space removed; empty strings become null."""
     text = pc.utf8_trim_whitespace(pc.cast(values, pa.string()))
@@ -70,17 +65,15 @@ def _clean_text(values: pa.ChunkedArray) -> pa.ChunkedArray:
 
 def convert_guru(table: pa.Table, source: str = "input") -> tuple[pa.Table, dict[str, int]]:
     """guru-shaped rows to GSM8K-format rows; returns (kept rows, dropped count per reason)."""
-    prompt = _require(table, "prompt", source)
-    reward_model = _require(table, "reward_model", source)
-    if not pa.types.is_list(prompt.type) and not pa.types.is_large_list(prompt.type):
-        raise DataError(f"{source}: column 'prompt' must be a list of chat messages, found {prompt.type}")
+    check_columns(table.schema, GURU_COLUMNS, source)
+    prompt, reward_model = table.column("prompt"), table.column("reward_model")
     first_message = pc.list_element(pc.if_else(pc.greater(pc.list_value_length(prompt), 0), prompt, None), 0)
     question = _clean_text(pc.replace_substring(pc.struct_field(first_message, "content"), BOXED_INSTRUCTION, ""))
     truth = _clean_text(pc.struct_field(reward_model, "ground_truth"))
     columns = {"question": question, "answer": pc.binary_join_element_wise("#### ", truth, "")}
     invalid = {"no question": pc.is_null(question), "no answer": pc.is_null(truth)}
     for name in PASS_RATE_COLUMNS:
-        rate = pc.cast(_require(table, name, source), pa.float64())
+        rate = pc.cast(table.column(name), pa.float64())
         out_of_range = pc.or_kleene(pc.less(rate, 0.0), pc.greater(rate, 1.0))
         invalid[f"{name} missing or NaN"] = pc.or_kleene(pc.is_null(rate), pc.is_nan(rate))
         invalid[f"{name} outside [0, 1]"] = pc.fill_null(out_of_range, False)
@@ -102,26 +95,32 @@ def convert_aime(table: pa.Table, source: str = "input") -> pa.Table:
     question_col = by_lower.get("problem") or by_lower.get("question")
     answer_col = by_lower.get("answer")
     if question_col is None or answer_col is None:
-        raise DataError(f"{source}: expected a 'problem' (or 'question') and an 'answer' column; "
-                        f"columns are {table.column_names}")
+        raise InputError(f"{source}: expected a 'problem' (or 'question') and an 'answer' column; "
+                         f"columns are {table.column_names}")
     question = _clean_text(table.column(question_col))
     truth = _clean_text(pc.cast(table.column(answer_col), pa.string()))
     bad = pc.or_kleene(pc.is_null(question), pc.is_null(truth)).to_numpy(zero_copy_only=False)
     if bad.any():
-        raise DataError(f"{source}: row {int(np.flatnonzero(bad)[0])} has no problem or no answer")
+        raise InputError(f"{source}: row {int(np.flatnonzero(bad)[0])} has no problem or no answer")
     return pa.table({"question": question, "answer": pc.binary_join_element_wise("#### ", truth, "")})
 
 
-def read_table(path: str | Path) -> pa.Table:
-    """A parquet, jsonl or json file as an arrow table."""
+def read_table(path: str | Path, flag: str | None = None) -> pa.Table:
+    """A parquet, jsonl or json file (given by `flag`, if any) as an arrow table with at least one row."""
     path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"{path}: no such file")
-    if path.suffix in (".jsonl", ".json"):
-        import datasets
+    if path.suffix not in (".jsonl", ".json"):
+        return open_split(path, {}, flag).read()
+    import datasets
 
-        return datasets.load_dataset("json", data_files=str(path), split="train").data.table
-    return pq.read_table(path)
+    if not path.is_file():
+        raise InputError(f"{label(path, flag)}: no such file")
+    try:
+        table = datasets.load_dataset("json", data_files=str(path), split="train").data.table
+    except datasets.exceptions.DatasetGenerationError as exc:  # its own message is generic; the cause says why
+        raise InputError(f"{label(path, flag)}: not a JSON file ({exc.__cause__ or exc})") from None
+    if table.num_rows == 0:
+        raise InputError(f"{label(path, flag)}: no rows")
+    return table
 
 
 def download_guru(raw_dir: str | Path) -> Path:

@@ -11,22 +11,21 @@ import argparse
 import sys
 from pathlib import Path
 
+from math_bots.data import TASK_COLUMNS
 from math_bots.judge import gsm8k_judge
 from math_bots.workflow import run_react_agent
+from rftkit.inputs import check_task_splits, reports_input_errors
 from rftkit.launch import add_arguments, launch
 
 REPO = Path(__file__).resolve().parent.parent
 
 
-def prepare(config: dict) -> None:
-    """Refuse to launch without the data the config names."""
-    explorer_input = config["buffer"]["explorer_input"]
-    folders = [Path(explorer_input["taskset"]["path"]), Path(explorer_input["eval_tasksets"][0]["path"])]
-    missing = [str(folder) for folder in folders if not any(folder.glob("*.parquet"))]
-    if missing:
-        raise SystemExit(f"error: no data in {', '.join(missing)}: run scripts/prepare_math_data.py first")
+def prepare(config: dict, dry_run: bool) -> None:
+    """Refuse to launch without the splits the config names (a dry run: only those that exist), or with bad ones."""
+    check_task_splits(config, TASK_COLUMNS, "run scripts/prepare_math_data.py first", missing_ok=dry_run)
 
 
+@reports_input_errors
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(parser, default_config=str(REPO / "configs" / "config_difficulty.yaml"))

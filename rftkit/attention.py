@@ -31,7 +31,7 @@ ATTN_CHOICES = ("flash_attention_2", "sdpa", "eager")
 SDPA_OVERRIDES = {ATTN_KEY: "sdpa", "trainer.use_remove_padding": False}
 
 MISSING_FLASH_ATTN = """\
-error: {config}: the trainer is set to load the model with attn_implementation={attn}, which needs the
+{config}: the trainer is set to load the model with attn_implementation={attn}, which needs the
 flash-attn package, and `import flash_attn` fails here ({reason}).
 Either install a flash-attn build that matches this torch ({torch}) and CUDA, or train without it:
 add `--attn sdpa` (sets {key}: sdpa and trainer.use_remove_padding: false)."""
@@ -63,7 +63,9 @@ def check_attention(config: dict, config_name: str) -> None:
     if reason is not None:
         import torch
 
-        raise SystemExit(MISSING_FLASH_ATTN.format(config=config_name, attn=attn, reason=reason,
+        from rftkit.inputs import InputError  # a config this machine cannot run: exit 2, before anything starts
+
+        raise InputError(MISSING_FLASH_ATTN.format(config=config_name, attn=attn, reason=reason,
                                                    torch=torch.__version__, key=ATTN_KEY))
 
 

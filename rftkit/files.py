@@ -8,6 +8,8 @@ import tempfile
 from pathlib import Path
 from typing import Iterator
 
+from rftkit.inputs import InputError
+
 
 @contextlib.contextmanager
 def atomic_paths(*paths: str | os.PathLike) -> Iterator[list[Path]]:
@@ -31,3 +33,17 @@ def atomic_paths(*paths: str | os.PathLike) -> Iterator[list[Path]]:
     finally:
         for tmp in temps:
             tmp.unlink(missing_ok=True)
+
+
+def check_writable(folder: str | os.PathLike, flag: str) -> None:
+    """Refuse `folder` (given by `flag`) unless it is, or can be made, a folder this process may write in.
+
+    Checked before any work, and without creating anything, so that a bad
+    output path costs nothing and leaves nothing behind.
+    """
+    folder = Path(folder).absolute()
+    existing = next(p for p in (folder, *folder.parents) if p.exists())
+    if not existing.is_dir():
+        raise InputError(f"{flag} {folder}: cannot write there, {existing} is not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise InputError(f"{flag} {folder}: cannot write there, {existing} is not writable")

@@ -6,15 +6,19 @@ A launch goes:
    paths absolute (Ray workers do not share our working directory);
 2. size the run to the GPUs: cluster shape, and as many rollout engines as
    half the GPUs hold (the trainer gets the rest);
-3. `--dry-run`: convert it exactly as tune() does (agentscope's conversion,
-   then Trinity's `check_and_update`) and print a summary: no Ray, no GPU;
-4. otherwise: refuse at once without a CUDA GPU, prepare data, check that the
-   configured attention implementation can be loaded (`rftkit.attention`), make
-   sure a Ray cluster is running (start a local head if not, and stop it
-   afterwards) and connect to it as Trinity would, plus a per-worker setup hook;
-   call tune() under a watchdog that ends the run on the first fatal error in
-   its logs, and decide success from what the run reached, not from tune()'s
-   status alone (`rftkit.supervise`).
+3. `--dry-run`: check the data splits that exist here, convert the config
+   exactly as tune() does (agentscope's conversion, then Trinity's
+   `check_and_update`) and print a summary: no Ray, no GPU;
+4. otherwise: refuse at once without a CUDA GPU, validate as in 3, prepare
+   and check the data, check that the configured attention implementation can
+   be loaded (`rftkit.attention`), make sure a Ray cluster is running (start
+   a local head if not, and stop it afterwards) and connect to it as Trinity
+   would, plus a per-worker setup hook; call tune() under a watchdog that
+   ends the run on the first fatal error in its logs, and decide success from
+   what the run reached, not from tune()'s status alone (`rftkit.supervise`).
+
+Bad input (a YAML, a key, a model or data path) ends the program with an
+`rftkit.inputs.InputError` before anything is written or started.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from __future__ import annotations
 import argparse
 import copy
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -32,7 +37,8 @@ from typing import Any, Callable
 import yaml
 
 from rftkit import attention, supervise
-from rftkit.files import atomic_paths
+from rftkit.files import atomic_paths, check_writable
+from rftkit.inputs import InputError
 
 NO_GPU_MESSAGE = """\
 error: training needs CUDA GPUs and none were found on this machine or in a running Ray cluster.
@@ -46,6 +52,9 @@ PLUGIN_DIRS_ENV = "TRINITY_PLUGIN_DIRS"  # trinity.common.constants.PLUGIN_DIRS_
 EXPLORER_SHARE = 0.5
 # What --dry-run plans for when this machine has no GPU and --gpus is not given: one 8-GPU node.
 DRY_RUN_GPUS = 8
+# A model path that absolute() kept as it was and that is not a hub id ("gpt2", "Qwen/Qwen3-0.6B") was meant
+# as a local folder ("models/qwen/final"); one that does not exist is refused before anything starts.
+HUB_ID = re.compile(r"[^/]+(/[^/]+)?")
 
 
 def add_arguments(parser: argparse.ArgumentParser, default_config: str) -> None:
@@ -97,7 +106,17 @@ def set_key(config: dict, dotted: str, value: Any) -> None:
         else:
             node[last] = value
     except (ValueError, IndexError, AttributeError, TypeError):
-        raise SystemExit(f"error: cannot set {dotted}: the config has no such place") from None
+        raise InputError(f"cannot set {dotted}: the config has no such place") from None
+
+
+def get_key(config: dict, dotted: str, config_file: str) -> Any:
+    """`config["a"]["b"]` for "a.b", or exit naming the key that `config_file` lacks."""
+    node = config
+    for key in dotted.split("."):
+        if not isinstance(node, dict) or key not in node:
+            raise InputError(f"{config_file}: no key {dotted} (expected a Trinity-RFT config like those in configs/)")
+        node = node[key]
+    return node
 
 
 def absolute(path: str, maybe_hub_id: bool = False) -> str:
@@ -130,24 +149,41 @@ def load_yaml(path: str | Path) -> dict:
     try:
         config = yaml.safe_load(Path(path).read_text())
     except FileNotFoundError:
-        raise SystemExit(f"error: --config {path}: no such file") from None
+        raise InputError(f"--config {path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:  # a folder, an unreadable or a binary file
+        raise InputError(f"--config {path}: cannot read it as text ({exc})") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise InputError(f"--config {path}: not valid YAML{where} ({getattr(exc, 'problem', None) or exc})") from None
     if not isinstance(config, dict):
-        raise SystemExit(f"error: --config {path}: expected a YAML mapping of Trinity-RFT settings")
+        raise InputError(f"--config {path}: expected a YAML mapping of Trinity-RFT settings")
     return config
 
 
-def resolve_config(config: dict, overrides: dict[str, Any], plan: dict[str, int]) -> dict:
-    """The YAML mapping tune() will load: overrides and cluster plan applied, paths absolute."""
+def resolve_config(config: dict, overrides: dict[str, Any], plan: dict[str, int],
+                   config_file: str = "the config") -> dict:
+    """The YAML mapping tune() will load: overrides and cluster plan applied, paths absolute.
+
+    A local model folder that does not exist, or a checkpoint folder that
+    cannot be written, is refused here, before anything starts.
+    """
     config = copy.deepcopy(config)
     for dotted, value in overrides.items():
         set_key(config, dotted, value)
     config["checkpoint_root_dir"] = absolute(config.get("checkpoint_root_dir", "./checkpoints"))
-    config["model"]["model_path"] = absolute(config["model"]["model_path"], maybe_hub_id=True)
+    check_writable(config["checkpoint_root_dir"], "checkpoint_root_dir (--checkpoint-dir)")
+    model_path = absolute(get_key(config, "model.model_path", config_file), maybe_hub_id=True)
+    if not Path(model_path).exists() and not HUB_ID.fullmatch(model_path):
+        raise InputError(f"model.model_path (--model-path) {model_path}: no such folder "
+                         f"(expected a local model folder or a hub id such as Qwen/Qwen3-0.6B)")
+    config["model"]["model_path"] = model_path
+    get_key(config, "buffer.explorer_input.taskset.path", config_file)  # eval tasksets are optional
     explorer_input = config["buffer"]["explorer_input"]
     for taskset in [explorer_input["taskset"], *explorer_input.get("eval_tasksets", [])]:
         taskset["path"] = absolute(taskset["path"])
     config.setdefault("cluster", {}).update(node_num=plan["node_num"], gpu_per_node=plan["gpu_per_node"])
-    config["explorer"]["rollout_model"]["engine_num"] = plan["engine_num"]
+    set_key(config, "explorer.rollout_model.engine_num", plan["engine_num"])
     return config
 
 
@@ -194,23 +230,28 @@ def build_trinity_config(config_path: str | Path, workflow_func: Callable, judge
     return config.check_and_update()
 
 
-def validate(config: dict, workflow_func: Callable, judge_func: Callable | None = None):
+def validate(config: dict, workflow_func: Callable, judge_func: Callable | None = None,
+             config_file: str = "the config"):
     """Trinity's validated config for this YAML mapping, as tune() will build it, with no side effects.
 
     check_and_update() creates the run's folders, so it runs on a copy whose
     checkpoint root is a scratch folder; the run's own paths are then set back.
+    A setting Trinity rejects ends the program with Trinity's message.
     """
     with tempfile.TemporaryDirectory(prefix="rftkit-check-") as scratch:
         copy_in_scratch = dict(config, checkpoint_root_dir=scratch)
-        trinity_config = build_trinity_config(write_yaml(copy_in_scratch, Path(scratch) / "config.yaml"),
-                                              workflow_func, judge_func)
+        try:
+            trinity_config = build_trinity_config(write_yaml(copy_in_scratch, Path(scratch) / "config.yaml"),
+                                                  workflow_func, judge_func)
+        except (ValueError, AssertionError) as exc:  # how Trinity's loader and check_and_update() reject settings
+            raise InputError(f"{config_file}: {exc}") from None
     trinity_config.checkpoint_root_dir = config["checkpoint_root_dir"]
     trinity_config.checkpoint_job_dir = trinity_config.get_checkpoint_job_dir()
     trinity_config.log.save_dir = os.path.join(trinity_config.checkpoint_job_dir, "log")
     job_dir = Path(trinity_config.checkpoint_job_dir)
     if not trinity_config.continue_from_checkpoint and job_dir.is_dir() and any(job_dir.iterdir()):
         # Trinity would rename the run with a timestamp; the launcher could then not find its logs.
-        raise SystemExit(f"error: {job_dir} exists and continue_from_checkpoint is false: remove it, "
+        raise InputError(f"{job_dir} exists and continue_from_checkpoint is false: remove it, "
                          f"choose another name (--set name=...), or set continue_from_checkpoint: true")
     return trinity_config
 
@@ -315,11 +356,14 @@ def ensure_ray() -> bool:
 
 
 def launch(args: argparse.Namespace, workflow_func: Callable, judge_func: Callable | None = None,
-           overrides: dict[str, Any] | None = None, prepare: Callable[[dict], None] | None = None) -> int:
+           overrides: dict[str, Any] | None = None,
+           prepare: Callable[[dict, bool], None] | None = None) -> int:
     """Dry-run or train, as `args` say; returns the process exit code.
 
-    `prepare(config)` runs before a real launch with the resolved YAML mapping
-    (overrides applied, paths absolute), to check or make the data it names.
+    `prepare(config, dry_run)` gets the resolved YAML mapping (overrides
+    applied, paths absolute) to check the data it names; before a real launch
+    it may also make missing data. Bad input ends the program with an
+    InputError before anything is written or started.
     """
     # Later entries win: the path flags, then --attn, then each --set in order.
     overrides = {"model.model_path": args.model_path, "checkpoint_root_dir": args.checkpoint_dir,
@@ -332,7 +376,7 @@ def launch(args: argparse.Namespace, workflow_func: Callable, judge_func: Callab
     overrides.update(args.set_values)
     for flag in ("gpus", "nodes", "engines"):
         if getattr(args, flag) is not None and getattr(args, flag) < 1:
-            raise SystemExit(f"error: --{flag} must be at least 1, got {getattr(args, flag)}")
+            raise InputError(f"--{flag} must be at least 1, got {getattr(args, flag)}")
     raw = load_yaml(args.config)
 
     nodes, gpus_detected = detect_cluster()
@@ -348,25 +392,28 @@ def launch(args: argparse.Namespace, workflow_func: Callable, judge_func: Callab
     try:
         plan = plan_cluster(nodes, gpus, tensor_parallel, args.engines)
     except ValueError as exc:
-        raise SystemExit(f"error: {exc}") from None
-    config = resolve_config(raw, overrides, plan)
+        raise InputError(str(exc)) from None
+    config = resolve_config(raw, overrides, plan, args.config)
 
     if args.dry_run:
-        print(summarize(validate(config, workflow_func, judge_func)))
+        if prepare is not None:
+            prepare(config, True)
+        print(summarize(validate(config, workflow_func, judge_func, args.config)))
         if gpus_detected == 0:
             print("(Trinity's NO GPU DETECTED notice above only means it could not estimate GPU memory here.)")
         print("dry run: the config is valid; nothing was launched")
         return 0
 
+    # The config tune() will build from the file written below: its Ray namespace, log folder and step
+    # targets. Validated first, so that a setting Trinity rejects leaves nothing written.
+    trinity_config = validate(config, workflow_func, judge_func, args.config)
     if prepare is not None:
-        prepare(config)
+        prepare(config, False)
     attention.check_attention(config, args.config)
     path = write_yaml(config, Path(config["checkpoint_root_dir"]) / f"{config['project']}-{config['name']}.yaml")
     print(f"launch config: {path}", flush=True)
     from agentscope.tuner import tune
 
-    # The config tune() will build from this file: its Ray namespace, log folder and step targets.
-    trinity_config = validate(config, workflow_func, judge_func)
     started_ray = ensure_ray()
     started = time.perf_counter()
 

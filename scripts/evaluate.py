@@ -23,15 +23,17 @@ import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
-import pyarrow.parquet as pq
-
 from frozenlake.agent import FrozenLakeAgent
+from frozenlake.data import TASK_COLUMNS as FROZENLAKE_COLUMNS
 from frozenlake.policies import OracleModel, RandomModel
 from frozenlake.workflow import end_reason, run_frozen_lake
+from math_bots.data import TASK_COLUMNS as MATH_COLUMNS
 from rftkit.evaluation import run_episodes, wilson_interval
-from rftkit.files import atomic_paths
+from rftkit.files import atomic_paths, check_writable
+from rftkit.inputs import open_split, reports_input_errors
 
 DEFAULT_DATA = {"frozenlake": "data/frozenlake", "math": "data/math_bots/aime24"}
+TASK_COLUMNS = {"frozenlake": FROZENLAKE_COLUMNS, "math": MATH_COLUMNS}
 
 
 # ---------------------------------------------------------------- the two tasks
@@ -229,12 +231,12 @@ def parse_args(argv):
     return parser, args
 
 
+@reports_input_errors
 def main(argv: list[str] | None = None) -> int:
     parser, args = parse_args(argv)
+    check_writable(args.out, "--out")  # before the episodes, which may take hours
     split_file = args.data / f"{args.split}.parquet"
-    if not split_file.is_file():
-        parser.error(f"--data/--split: no {split_file}; generate it first (see README.md)")
-    tasks = pq.read_table(split_file).to_pylist()[: args.limit]
+    tasks = open_split(split_file, TASK_COLUMNS[args.task], "--data").read().to_pylist()[: args.limit]
     play, summarize = TASKS[args.task]
     model_label = args.model_name if args.model == "openai" else args.model
     try:

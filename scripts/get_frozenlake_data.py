@@ -9,8 +9,11 @@ import sys
 import pyarrow.parquet as pq
 
 from frozenlake.data import DEFAULT_DIR, write_dataset
+from rftkit.files import check_writable
+from rftkit.inputs import reports_input_errors
 
 
+@reports_input_errors
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--map_max_size", type=int, default=6, help="largest map side; sizes are 2..this, inclusive")
@@ -20,10 +23,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=42, help="the same seed and flags give identical files")
     parser.add_argument("--env_max_steps", type=int, default=8, help="keep maps solvable in this many moves")
     args = parser.parse_args(argv)
+    check_writable(args.local_dir, "--local_dir")  # before the maps, which take a while
     try:
         paths = write_dataset(args.local_dir, args.map_max_size, args.train_size, args.test_size,
                               args.env_max_steps, args.seed)
-    except ValueError as exc:
+    except (ValueError, RuntimeError) as exc:  # a flag out of range, or flags that make solvable maps too rare
         parser.error(str(exc))
     for name, path in paths.items():
         print(f"{name}: {pq.read_metadata(path).num_rows} rows -> {path}")

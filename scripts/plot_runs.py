@@ -16,7 +16,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from rftkit.files import atomic_paths
+from rftkit.files import atomic_paths, check_writable
+from rftkit.inputs import InputError, reports_input_errors
 from rftkit.tensorboard import read_scalars
 
 DEFAULT_SCALARS = ["rollout/accuracy/mean", "eval/aime24/accuracy/mean@1"]  # tags a GPU run wrote (README)
@@ -58,12 +59,16 @@ def draw(runs: dict[str, dict], scalars: list[str], path: Path) -> None:
     save_png(fig, path)
 
 
+@reports_input_errors
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("runs", nargs="+", metavar="RUN", help="LABEL=FOLDER or FOLDER")
     parser.add_argument("--scalars", nargs="+", default=DEFAULT_SCALARS, help="tags to draw (default: %(default)s)")
     parser.add_argument("--out", type=Path, default=Path("runs.png"), help="PNG to write (default: %(default)s)")
     args = parser.parse_args(argv)
+    if args.out.is_dir():
+        raise InputError(f"--out {args.out}: a folder; expected the name of the PNG file to write")
+    check_writable(args.out.parent, "--out")
 
     runs = {}
     for text in args.runs:

@@ -15,15 +15,14 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 from tqdm import tqdm
 
 from math_bots.data import (
     DEFAULT_AIME_DIR,
     DEFAULT_RAW_DIR,
     DEFAULT_TRAIN_DIR,
+    GURU_COLUMNS,
     PASS_RATE_COLUMNS,
-    DataError,
     convert_aime,
     convert_guru,
     download_guru,
@@ -31,30 +30,35 @@ from math_bots.data import (
     read_table,
     write_split,
 )
-from rftkit.files import atomic_paths
+from rftkit.files import atomic_paths, check_writable
+from rftkit.inputs import InputError, label, open_split, reports_input_errors
 
 BATCH_ROWS = 8192
 
 
-def record_batches(path: Path):
+def record_batches(path: Path, flag: str | None):
     """(batches, row count) of a parquet file read in slices, or of a json/jsonl file."""
-    if path.suffix == ".parquet":
-        parquet = pq.ParquetFile(path)
-        return parquet.iter_batches(batch_size=BATCH_ROWS), parquet.metadata.num_rows
-    table = read_table(path)
-    return table.to_batches(max_chunksize=BATCH_ROWS), table.num_rows
+    if path.suffix in (".jsonl", ".json"):
+        table = read_table(path, flag)
+        return table.to_batches(max_chunksize=BATCH_ROWS), table.num_rows
+    parquet = open_split(path, GURU_COLUMNS, flag)  # checked before the progress bar starts
+    return parquet.iter_batches(batch_size=BATCH_ROWS), parquet.metadata.num_rows
 
 
-def convert_file(path: Path) -> tuple[pa.Table, Counter, int]:
-    batches, total = record_batches(path)
+def convert_file(path: Path, flag: str | None) -> tuple[pa.Table, Counter, int]:
+    """The kept rows of the guru file at `path`, the dropped count per reason, and the rows read."""
+    batches, total = record_batches(path, flag)
     kept, dropped = [], Counter()
     with tqdm(total=total, desc="converting", unit="row") as bar:
         for batch in batches:
-            table, batch_dropped = convert_guru(pa.Table.from_batches([batch]), source=str(path))
+            table, batch_dropped = convert_guru(pa.Table.from_batches([batch]), source=label(path, flag))
             kept.append(table)
             dropped.update(batch_dropped)
             bar.update(batch.num_rows)
-    return pa.concat_tables(kept), dropped, total
+    train = pa.concat_tables(kept)
+    if train.num_rows == 0:
+        raise InputError(f"{label(path, flag)}: no usable rows, all {total} dropped: {dict(dropped)}")
+    return train, dropped, total
 
 
 def histogram_lines(table: pa.Table) -> list[str]:
@@ -82,6 +86,7 @@ def plot_pass_rates(table: pa.Table, path: Path) -> None:
         save_png(fig, tmp)
 
 
+@reports_input_errors
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--input", type=Path, help="local guru math file (parquet or jsonl) instead of downloading")
@@ -94,15 +99,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--aime_dir", type=Path, default=Path(DEFAULT_AIME_DIR),
                         help="output folder of the AIME-24 eval split (default: %(default)s)")
     args = parser.parse_args(argv)
+    check_writable(args.processed_data_dir, "--processed_data_dir")
+    check_writable(args.aime_dir, "--aime_dir")
 
+    # Both inputs are read and converted before anything is written: a bad one leaves no half-made data.
     try:
         source = args.input or download_guru(args.raw_data_dir)
-        train, dropped, total = convert_file(Path(source))
-    except (FileNotFoundError, DataError) as exc:
-        parser.error(f"--input: {exc}")
     except RuntimeError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    train, dropped, total = convert_file(Path(source), "--input" if args.input else None)
+    if args.aime_input:
+        aime = convert_aime(read_table(args.aime_input, "--aime_input"), source=label(args.aime_input, "--aime_input"))
+    else:
+        try:
+            aime = convert_aime(load_aime24_from_hub(), source="AIME-24")
+        except RuntimeError as exc:  # the hub is out of reach: the training split is still worth writing
+            aime, aime_error = None, exc
+
     train_path = write_split(train, args.processed_data_dir, "train")
     plot_path = args.processed_data_dir.with_name(args.processed_data_dir.name + "_pass_rates.png")
     plot_pass_rates(train, plot_path)
@@ -114,13 +128,8 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(histogram_lines(train)))
     print(f"plot: {plot_path}")
 
-    try:
-        aime = convert_aime(read_table(args.aime_input) if args.aime_input else load_aime24_from_hub(),
-                            source=str(args.aime_input or "AIME-24"))
-    except (FileNotFoundError, DataError) as exc:
-        parser.error(f"--aime_input: {exc}")
-    except RuntimeError as exc:
-        print(f"\nwarning: AIME-24 eval split not written: {exc}", file=sys.stderr)
+    if aime is None:
+        print(f"\nwarning: AIME-24 eval split not written: {aime_error}", file=sys.stderr)
         return 0
     print(f"\nAIME-24: {aime.num_rows} problems -> {write_split(aime, args.aime_dir, 'test')}")
     return 0

@@ -56,13 +56,16 @@ def test_dry_run_validates_the_shipped_config(tmp_path, capsys):
     assert not (tmp_path / "data").exists(), "a dry run must not generate data"
 
 
-def test_dry_run_surfaces_trinity_validation_errors(tmp_path):
+def test_dry_run_surfaces_trinity_validation_errors(tmp_path, capsys):
     config = yaml.safe_load((REPO / "configs" / "frozenlake.yaml").read_text())
     config["model"]["max_prompt_tokens"] = 25000  # plus 2048 response tokens > max_model_len 25600
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump(config))
-    with pytest.raises(ValueError, match="max_model_len"):
-        frozenlake_main.main(["--dry-run", "--config", str(bad), "--checkpoint-dir", str(tmp_path)])
+    with pytest.raises(SystemExit) as stop:
+        frozenlake_main.main(["--dry-run", "--config", str(bad), "--checkpoint-dir", str(tmp_path / "c")])
+    assert stop.value.code == 2
+    assert f"error: {bad}: " in capsys.readouterr().err and "max_model_len" in str(stop.value)
+    assert not (tmp_path / "c").exists()
 
 
 @pytest.mark.parametrize("nodes,gpus,tp,engines,expected", [

@@ -7,7 +7,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from math_bots.data import BOXED_INSTRUCTION, DataError, convert_aime, convert_guru, guru_row
+from math_bots.data import BOXED_INSTRUCTION, convert_aime, convert_guru, guru_row
+from rftkit.inputs import InputError
 
 from conftest import REPO
 
@@ -45,7 +46,7 @@ def test_conversion_keeps_good_rows_in_gsm8k_format(guru_parquet):
 
 def test_conversion_names_a_missing_column():
     table = pa.Table.from_pylist([guru_row("Q", "1")]).drop_columns(["qwen3_30b_pass_rate"])
-    with pytest.raises(DataError, match="qwen3_30b_pass_rate"):
+    with pytest.raises(InputError, match="guru.parquet: column 'qwen3_30b_pass_rate' is missing"):
         convert_guru(table, source="guru.parquet")
 
 
@@ -53,7 +54,7 @@ def test_aime_conversion_accepts_hub_column_names():
     table = pa.table({"id": [1, 2], "Problem": ["Find x.", "Find y."], "Answer": [33, 204]})
     assert convert_aime(table).to_pylist() == [{"question": "Find x.", "answer": "#### 33"},
                                                {"question": "Find y.", "answer": "#### 204"}]
-    with pytest.raises(DataError, match="row 1"):
+    with pytest.raises(InputError, match="row 1"):
         convert_aime(pa.table({"problem": ["a", None], "answer": ["1", "2"]}))
 
 
@@ -87,7 +88,7 @@ def test_script_rejects_a_file_of_the_wrong_shape(tmp_path):
     pq.write_table(pa.table({"question": ["Q"], "answer": ["1"]}), wrong)
     result = subprocess.run([sys.executable, str(REPO / "scripts" / "prepare_math_data.py"), "--input", str(wrong),
                              "--processed_data_dir", str(tmp_path / "train")], capture_output=True, text=True)
-    assert result.returncode == 2 and "missing column 'prompt'" in result.stderr
+    assert result.returncode == 2 and f"error: --input {wrong}: column 'prompt' is missing" in result.stderr
     assert not (tmp_path / "train").exists()
 
 

@@ -178,6 +178,7 @@ def test_launch_refuses_to_start_without_data(tmp_path, monkeypatch):
     monkeypatch.setattr(launch, "detect_cluster", lambda: (1, 2))
     (tmp_path / "aime").mkdir()
     pq.write_table(gsm8k_rows(2, np.random.default_rng(0)), tmp_path / "aime" / "test.parquet")
-    with pytest.raises(SystemExit, match=f"no data in {tmp_path / 'train'}: run scripts/prepare_math_data.py"):
+    with pytest.raises(SystemExit, match=f"{tmp_path / 'train' / 'train.parquet'}: no such file; "
+                                         f"run scripts/prepare_math_data.py"):
         math_main.main(["--config", str(CONFIGS / "config_random.yaml"), "--train-dir", str(tmp_path / "train"),
                         "--eval-dir", str(tmp_path / "aime"), "--checkpoint-dir", str(tmp_path / "c")])

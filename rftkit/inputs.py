@@ -1,0 +1,106 @@
+"""The user's inputs to the entry points: a bad one ends the program with a message, never a traceback.
+
+An `InputError` names the file, row, column, key or flag at fault and says what
+was expected. Every entry point's main() is wrapped in `reports_input_errors`,
+which prints it as `error: <message>` on stderr; the exit status is 2, as
+argparse gives for a bad flag (1 is left for runs that fail: training, a download).
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from pathlib import Path
+from typing import Callable
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+
+class InputError(SystemExit):
+    """Input that cannot be used. `str()` is the message; the exit status is 2.
+
+    A SystemExit, so that it ends the program from wherever the input is
+    checked, with no traceback and no handler in between.
+    """
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.code = 2  # what the program exits with; the message stays in args, and so in str()
+
+
+def reports_input_errors(main: Callable[..., int]) -> Callable[..., int]:
+    """Wrap an entry point's main(): print an InputError as `error: <message>`, then let it end the program."""
+
+    @functools.wraps(main)
+    def wrapper(*args, **kwargs):
+        try:
+            return main(*args, **kwargs)
+        except InputError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            raise
+
+    return wrapper
+
+
+def label(path: str | Path, flag: str | None = None) -> str:
+    """How messages name an input file: with the flag that gave it, if any."""
+    return f"{flag} {path}" if flag else str(path)
+
+
+# The kinds of values a required column may be asked for: the test of its arrow type, and the words for messages.
+KINDS = {
+    "integer": (pa.types.is_integer, "an integer"),
+    "number": (lambda t: pa.types.is_integer(t) or pa.types.is_floating(t), "a number"),
+    "string": (lambda t: pa.types.is_string(t) or pa.types.is_large_string(t), "a string"),
+    "list": (lambda t: pa.types.is_list(t) or pa.types.is_large_list(t), "a list"),
+    "struct": (pa.types.is_struct, "a struct"),
+}
+
+
+def check_columns(schema: pa.Schema, columns: dict[str, str], where: str) -> None:
+    """Refuse `schema` unless it has every column of `columns` (name: kind, a key of KINDS)."""
+    for name, kind in columns.items():
+        if name not in schema.names:
+            raise InputError(f"{where}: column {name!r} is missing (expected columns {', '.join(columns)})")
+        is_kind, words = KINDS[kind]
+        if not is_kind(schema.field(name).type):
+            raise InputError(f"{where}: column {name!r} has type {schema.field(name).type}, expected {words}")
+
+
+def open_split(path: str | Path, columns: dict[str, str], flag: str | None = None) -> pq.ParquetFile:
+    """The parquet file at `path` (given by `flag`, if any), checked to have `columns` and at least one row.
+
+    Only the footer is read here; the caller reads the rows it needs.
+    """
+    where = label(path, flag)
+    if not Path(path).is_file():
+        raise InputError(f"{where}: no such file")
+    try:
+        parquet = pq.ParquetFile(path)
+    except (pa.ArrowException, OSError) as exc:
+        raise InputError(f"{where}: not a parquet file ({exc})") from None
+    check_columns(parquet.schema_arrow, columns, where)
+    if parquet.metadata.num_rows == 0:
+        raise InputError(f"{where}: no rows")
+    return parquet
+
+
+def check_task_splits(config: dict, columns: dict[str, str], remedy: str, missing_ok: bool = False) -> None:
+    """Refuse the task splits a resolved launch config names unless each has `columns` and rows.
+
+    A taskset reads `<path>/<split>.parquet`, and its selector's feature keys
+    must be number columns there too. With `missing_ok`, splits that are not
+    on this machine are passed over: a dry run may check a config meant for
+    another machine. `remedy` (how to make good data) ends every message.
+    """
+    explorer_input = config["buffer"]["explorer_input"]
+    for taskset in [explorer_input["taskset"], *explorer_input.get("eval_tasksets", [])]:
+        path = Path(taskset["path"]) / f"{taskset.get('split', 'train')}.parquet"
+        if missing_ok and not path.exists():
+            continue
+        features = taskset.get("data_selector", {}).get("feature_keys", [])
+        try:
+            open_split(path, {**columns, **dict.fromkeys(features, "number")})
+        except InputError as exc:
+            raise InputError(f"{exc}; {remedy}") from None

@@ -1,0 +1,149 @@
+"""Every entry point answers bad input with exit status 2 and one message naming what is wrong, and writes nothing.
+
+Each case runs a script as a user would, in a scratch folder (so relative
+defaults such as ./checkpoints land there too), and compares that folder
+before and after.
+"""
+
+import subprocess
+import sys
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from conftest import REPO
+
+FROZENLAKE = {"seed": [1], "size": [3], "p": [0.8]}  # one task row of each example
+MATH = {"question": ["What is 1 + 1?"], "answer": ["#### 2"]}
+GURU = {"prompt": [[{"role": "user", "content": "What is 1 + 1?"}]], "reward_model": [{"ground_truth": "2"}],
+        "qwen2.5_7b_pass_rate": [0.5], "qwen3_30b_pass_rate": [0.9]}
+
+
+def parquet(path, columns):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table(columns), path)
+
+
+def text(path, content="this is not a parquet file\n"):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(content)
+
+
+def splits(folder, train, test=FROZENLAKE):
+    """A data folder with a train and a test split; a split given as None is a text file instead."""
+    for name, columns in (("train", train), ("test", test)):
+        if columns is None:
+            text(folder / f"{name}.parquet")
+        else:
+            parquet(folder / f"{name}.parquet", columns)
+
+
+def nothing(tmp):
+    pass
+
+
+def no_rows(columns):
+    return {name: pa.array([], type=pa.array(values).type) for name, values in columns.items()}
+
+
+FROZENLAKE_MAIN = ["frozenlake/main.py", "--dry-run", "--gpus", "2"]
+MATH_MAIN = ["math_bots/main.py", "--dry-run", "--gpus", "2"]
+EVALUATE = ["scripts/evaluate.py", "--task", "frozenlake", "--model", "oracle", "--out", "{tmp}/out"]
+PREPARE_MATH = ["scripts/prepare_math_data.py", "--processed_data_dir", "{tmp}/train", "--aime_dir", "{tmp}/aime"]
+DIFFICULTY = str(REPO / "configs" / "frozenlake_difficulty.yaml")
+
+# (id, files to make in the scratch folder, command, what stderr must say); {tmp} is the scratch folder.
+CASES = [
+    # the training entry points: the YAML, its keys, the paths it names, the data
+    ("yaml-does-not-parse", lambda t: text(t / "c.yaml", "model: [unclosed\n"),
+     [*FROZENLAKE_MAIN, "--config", "{tmp}/c.yaml"], "error: --config {tmp}/c.yaml: not valid YAML at line 2"),
+    ("yaml-not-a-mapping", lambda t: text(t / "c.yaml", "- a\n- b\n"),
+     [*FROZENLAKE_MAIN, "--config", "{tmp}/c.yaml"], "error: --config {tmp}/c.yaml: expected a YAML mapping"),
+    ("yaml-not-a-trinity-config", lambda t: text(t / "c.yaml", "name: x\n"),
+     [*MATH_MAIN, "--config", "{tmp}/c.yaml"], "error: {tmp}/c.yaml: no key model.model_path"),
+    ("key-trinity-rejects", nothing, [*FROZENLAKE_MAIN, "--set", "model.max_model_lenn=3"],
+     f"error: {REPO / 'configs' / 'frozenlake.yaml'}: Invalid configuration: Key 'max_model_lenn'"),
+    ("value-trinity-rejects", nothing, [*MATH_MAIN, "--set", "algorithm.algorithm_type=no_such_algorithm"],
+     f"error: {REPO / 'configs' / 'config_difficulty.yaml'}: Invalid module key: no_such_algorithm"),
+    ("set-without-value", nothing, [*FROZENLAKE_MAIN, "--set", "buffer.batch_size"],
+     "argument --set: expected KEY=VALUE, got 'buffer.batch_size'"),
+    ("set-key-with-no-place", nothing, [*FROZENLAKE_MAIN, "--set", "buffer.explorer_input.eval_tasksets.5.name=x"],
+     "error: cannot set buffer.explorer_input.eval_tasksets.5.name"),
+    ("model-path-missing", nothing, [*FROZENLAKE_MAIN, "--model-path", "./models/qwen"],
+     "error: model.model_path (--model-path) {tmp}/models/qwen: no such folder"),
+    ("model-path-not-a-hub-id", nothing, [*MATH_MAIN, "--model-path", "models/qwen/final"],
+     "error: model.model_path (--model-path) models/qwen/final: no such folder"),
+    ("checkpoint-dir-under-a-file", lambda t: text(t / "file"),
+     [*FROZENLAKE_MAIN, "--checkpoint-dir", "{tmp}/file/ckpt"],
+     "error: checkpoint_root_dir (--checkpoint-dir) {tmp}/file/ckpt: cannot write there, {tmp}/file is not a folder"),
+    ("train-split-not-parquet", lambda t: splits(t / "d", None),
+     [*FROZENLAKE_MAIN, "--data-dir", "{tmp}/d"], "error: {tmp}/d/train.parquet: not a parquet file ("),
+    ("train-split-missing-a-column", lambda t: splits(t / "d", {"seed": [1], "p": [0.8]}),
+     [*FROZENLAKE_MAIN, "--data-dir", "{tmp}/d"],
+     "error: {tmp}/d/train.parquet: column 'size' is missing (expected columns seed, size, p); regenerate it"),
+    ("train-split-column-of-wrong-type", lambda t: splits(t / "d", {**FROZENLAKE, "p": ["0.8"]}),
+     [*FROZENLAKE_MAIN, "--data-dir", "{tmp}/d"],
+     "error: {tmp}/d/train.parquet: column 'p' has type string, expected a number"),
+    ("test-split-empty", lambda t: splits(t / "d", FROZENLAKE, no_rows(FROZENLAKE)),
+     [*FROZENLAKE_MAIN, "--data-dir", "{tmp}/d"], "error: {tmp}/d/test.parquet: no rows"),
+    ("train-split-without-selector-features", lambda t: splits(t / "d", FROZENLAKE),
+     [*FROZENLAKE_MAIN, "--config", DIFFICULTY, "--data-dir", "{tmp}/d"],
+     "error: {tmp}/d/train.parquet: column 'random_pass_rate' is missing"),
+    ("math-train-without-pass-rates", lambda t: parquet(t / "train" / "train.parquet", MATH),
+     [*MATH_MAIN, "--train-dir", "{tmp}/train"],
+     "error: {tmp}/train/train.parquet: column 'qwen2.5_7b_pass_rate' is missing"),
+    ("math-eval-question-not-text", lambda t: parquet(t / "aime" / "test.parquet", {**MATH, "question": [7]}),
+     [*MATH_MAIN, "--eval-dir", "{tmp}/aime"],
+     "error: {tmp}/aime/test.parquet: column 'question' has type int64, expected a string; run scripts/prepare"),
+    # the data scripts
+    ("frozenlake-data-dir-under-a-file", lambda t: text(t / "file"),
+     ["scripts/get_frozenlake_data.py", "--local_dir", "{tmp}/file/fl"],
+     "error: --local_dir {tmp}/file/fl: cannot write there, {tmp}/file is not a folder"),
+    ("math-input-not-parquet", lambda t: text(t / "guru.parquet"),
+     [*PREPARE_MATH, "--input", "{tmp}/guru.parquet"], "error: --input {tmp}/guru.parquet: not a parquet file ("),
+    ("math-input-prompt-not-a-list", lambda t: parquet(t / "guru.parquet", {**GURU, "prompt": ["What?"]}),
+     [*PREPARE_MATH, "--input", "{tmp}/guru.parquet"],
+     "error: --input {tmp}/guru.parquet: column 'prompt' has type string, expected a list"),
+    ("math-input-no-rows", lambda t: parquet(t / "guru.parquet", no_rows(GURU)),
+     [*PREPARE_MATH, "--input", "{tmp}/guru.parquet"], "error: --input {tmp}/guru.parquet: no rows"),
+    ("math-aime-input-not-parquet", lambda t: (parquet(t / "guru.parquet", GURU), text(t / "aime.parquet")),
+     [*PREPARE_MATH, "--input", "{tmp}/guru.parquet", "--aime_input", "{tmp}/aime.parquet"],
+     "error: --aime_input {tmp}/aime.parquet: not a parquet file ("),
+    ("math-output-under-a-file", lambda t: (parquet(t / "guru.parquet", GURU), text(t / "file")),
+     ["scripts/prepare_math_data.py", "--input", "{tmp}/guru.parquet", "--processed_data_dir", "{tmp}/file/train"],
+     "error: --processed_data_dir {tmp}/file/train: cannot write there"),
+    # evaluation and plots
+    ("evaluate-data-not-parquet", lambda t: splits(t / "d", FROZENLAKE, None),
+     [*EVALUATE, "--data", "{tmp}/d"], "error: --data {tmp}/d/test.parquet: not a parquet file ("),
+    ("evaluate-data-missing-a-column", lambda t: splits(t / "d", FROZENLAKE, {"seed": [1], "size": [3]}),
+     [*EVALUATE, "--data", "{tmp}/d"], "error: --data {tmp}/d/test.parquet: column 'p' is missing"),
+    ("evaluate-split-empty", lambda t: splits(t / "d", FROZENLAKE, no_rows(FROZENLAKE)),
+     [*EVALUATE, "--data", "{tmp}/d"], "error: --data {tmp}/d/test.parquet: no rows"),
+    ("evaluate-out-under-a-file", lambda t: (splits(t / "d", FROZENLAKE), text(t / "file")),
+     ["scripts/evaluate.py", "--task", "frozenlake", "--model", "oracle", "--data", "{tmp}/d",
+      "--out", "{tmp}/file/out"], "error: --out {tmp}/file/out: cannot write there, {tmp}/file is not a folder"),
+    ("plot-out-under-a-file", lambda t: text(t / "file"),
+     ["scripts/plot_runs.py", "{tmp}/run", "--out", "{tmp}/file/runs.png"],
+     "error: --out {tmp}/file: cannot write there, {tmp}/file is not a folder"),
+    ("plot-out-a-folder", lambda t: (t / "plots").mkdir(),
+     ["scripts/plot_runs.py", "{tmp}/run", "--out", "{tmp}/plots"], "error: --out {tmp}/plots: a folder"),
+]
+
+
+def snapshot(folder):
+    """Every path below `folder` with its size and modification time: any write changes it."""
+    return sorted((str(p.relative_to(folder)), p.stat().st_size, p.stat().st_mtime_ns) for p in folder.rglob("*"))
+
+
+@pytest.mark.parametrize("make,command,message", [case[1:] for case in CASES], ids=[case[0] for case in CASES])
+def test_bad_input_ends_with_a_message_and_writes_nothing(tmp_path, make, command, message):
+    make(tmp_path)
+    before = snapshot(tmp_path)
+    script, *flags = [part.format(tmp=tmp_path) for part in command]
+    result = subprocess.run([sys.executable, str(REPO / script), *flags], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert message.format(tmp=tmp_path) in result.stderr, result.stderr[-2000:]
+    assert "Traceback" not in result.stderr + result.stdout
+    assert snapshot(tmp_path) == before, "a refused input must leave nothing written"
