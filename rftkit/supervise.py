@@ -126,11 +126,38 @@ class Watchdog(threading.Thread):
         self.interval, self.grace = interval, grace
         self.error: FatalError | None = None
         self.finished = threading.Event()
+        self._read_up_to: dict[Path, int] = {}
+
+    def _marker_in_new_text(self) -> bool:
+        """Whether a fatal marker appeared in any log since the last look.
+
+        Only the bytes added since then are read (plus a marker's length before them, in case
+        one was half-written), so that polling stays cheap when logs grow to tens of megabytes;
+        the full parse runs only when this says there is something to parse.
+        """
+        markers = [marker.encode() for marker in FATAL_MARKERS]
+        overlap = max(map(len, markers))
+        seen = False
+        for log in self.log_dir.rglob("*.log"):
+            size = log.stat().st_size
+            start = self._read_up_to.get(log, 0)
+            if size < start:  # the file was rotated: read the new one from the start
+                start = 0
+            if size == start:
+                continue
+            with open(log, "rb") as f:
+                f.seek(max(0, start - overlap))
+                chunk = f.read(size - max(0, start - overlap))
+            self._read_up_to[log] = size
+            seen = seen or any(marker in chunk for marker in markers)
+        return seen
 
     def run(self) -> None:
         while not self.finished.wait(self.interval):
+            if not self._marker_in_new_text():
+                continue
             error = first_fatal_error(self.log_dir)
-            if error is None:
+            if error is None:  # a marker in a non-fatal line, or an Explorer stopped after the Trainer finished
                 continue
             time.sleep(1.0)  # let the traceback reach the file
             self.error = first_fatal_error(self.log_dir) or error
