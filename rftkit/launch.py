@@ -290,6 +290,8 @@ def summarize(config) -> str:
         f"cluster         {config.cluster.node_num} node(s) x {config.cluster.gpu_per_node} GPU(s): "
         f"{rollout.engine_num} rollout engine(s) x {rollout.tensor_parallel_size} GPU, "
         f"trainer {config.cluster.trainer_gpu_num} GPU(s)",
+        "micro-batches   " + (f"dynamic, up to {config.trainer.max_token_len_per_gpu} tokens per GPU"
+                                 if config.trainer.use_dynamic_bsz else "fixed size"),
         f"rollout         openai api {rollout.enable_openai_api}, history {rollout.enable_history}, "
         f"tool parser {rollout.tool_call_parser}, runners/engine {config.explorer.runner_per_model}",
         f"sync            {config.synchronizer.sync_method.value}, every {config.synchronizer.sync_interval} step(s)",
