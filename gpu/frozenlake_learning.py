@@ -1,6 +1,6 @@
 """FrozenLake with a real model on GPUs: evaluate it, train it, evaluate the result, draw both.
 
-    python gpu/frozenlake_learning.py MODEL --out outputs/learning --steps 40 \\
+    python gpu/frozenlake_learning.py MODEL --out outputs/learning --minutes 12 [--steps N] \\
         [--batch 32 --group 16 --lr 1e-6] [--data data/frozenlake] [--repeats 4] [--set KEY=VALUE ...]
 
 MODEL is a Hugging Face model folder, or a GGUF file, which transformers turns into one
@@ -8,8 +8,10 @@ MODEL is a Hugging Face model folder, or a GGUF file, which transformers turns i
 
 1. serve MODEL with vLLM's OpenAI-compatible server and run `scripts/evaluate.py --model openai`
    on the test split (success rate with its interval, invalid-action rate, by map size);
-2. train it with `configs/frozenlake.yaml` through `frozenlake/main.py --attn sdpa`, for --steps
-   steps (batch, group and learning rate from the flags, anything else with --set);
+2. train it with `configs/frozenlake.yaml` through `frozenlake/main.py --attn sdpa` (batch, group
+   and learning rate from the flags, anything else with --set), for --steps explore steps, or for
+   --minutes of wall time from the launch: then the run is interrupted as Ctrl-C would, and the
+   last checkpoint it completed (one every --save-every trainer steps) is the trained model;
 3. serve the last checkpoint and evaluate it the same way;
 4. draw the training curves (`rollout/success/mean`, `rollout/invalid_actions/mean`,
    `rollout/env_steps/mean`) with scripts/plot_runs.py, and the two evaluations side by side
@@ -31,11 +33,13 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+from typing import Callable
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # run as a script: the repo's packages
 
 SERVED_NAME = "policy"
+INTERRUPT_GRACE_S = (45, 60)  # seconds after the first and the second SIGINT (see train())
 CURVES = ["rollout/success/mean", "rollout/invalid_actions/mean", "rollout/env_steps/mean"]
 
 
@@ -125,28 +129,102 @@ def run(command: list[str], log_file: Path) -> None:
 
 
 def evaluate_command(base_url: str, data: Path, out: Path, repeats: int, max_tokens: int) -> list[str]:
+    # 64 episodes at a time: one engine batches them; the episodes are independent
     return [sys.executable, "scripts/evaluate.py", "--task", "frozenlake", "--model", "openai",
             "--base-url", base_url, "--model-name", SERVED_NAME, "--data", str(data), "--out", str(out),
-            "--repeats", str(repeats), "--concurrency", "32", "--max-tokens", str(max_tokens)]
+            "--repeats", str(repeats), "--concurrency", "64", "--max-tokens", str(max_tokens)]
 
 
 def train_command(model: Path, data: Path, checkpoints: Path, args: argparse.Namespace) -> list[str]:
-    settings = {"buffer.total_steps": args.steps, "buffer.batch_size": args.batch,
-                "algorithm.repeat_times": args.group, "algorithm.optimizer.lr": args.lr,
-                "trainer.save_interval": args.steps,  # one checkpoint, at the end
-                "explorer.eval_interval": 10 ** 6}    # evaluation is step 1 and 3 of this script
+    settings = {"buffer.batch_size": args.batch, "algorithm.repeat_times": args.group,
+                "algorithm.optimizer.lr": args.lr,
+                "explorer.eval_interval": 10 ** 6}  # evaluation is step 1 and 3 of this script
+    if args.steps is not None:
+        settings["buffer.total_steps"] = args.steps
+    if args.minutes is None:
+        settings["trainer.save_interval"] = args.steps  # one checkpoint, at the end
+    else:  # the run will be cut short: keep recent checkpoints, each with HF weights to serve
+        settings.update({"trainer.save_interval": args.save_every, "trainer.save_hf_checkpoint": "always",
+                         "trainer.max_checkpoints_to_keep": 2})
     flags = [f"--set={key}={json.dumps(value)}" for key, value in settings.items()]
     return [sys.executable, "frozenlake/main.py", "--model-path", str(model), "--data-dir", str(data),
             "--checkpoint-dir", str(checkpoints), "--attn", "sdpa", *flags, *[f"--set={s}" for s in args.set]]
 
 
 def last_checkpoint(checkpoints: Path) -> Path:
-    """The HF weights of the run's last saved step."""
+    """The HF weights of the run's last completed save.
+
+    Trinity writes latest_checkpointed_iteration.txt only after a save has finished, so a run
+    interrupted mid-save still names a complete one; without that file, the highest step."""
+    for tracker in checkpoints.glob("*/*/latest_checkpointed_iteration.txt"):
+        weights = tracker.parent / f"global_step_{tracker.read_text().strip()}" / "actor" / "huggingface"
+        if weights.is_dir():
+            return weights
     found = sorted(checkpoints.glob("*/*/global_step_*/actor/huggingface"),
                    key=lambda p: int(p.parent.parent.name.removeprefix("global_step_")))
     if not found:
         raise SystemExit(f"error: no global_step_*/actor/huggingface below {checkpoints}")
     return found[-1]
+
+
+def gpu_processes() -> list[str]:
+    """'PID, NAME' of each process holding GPU memory, as nvidia-smi lists them."""
+    try:
+        listing = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,process_name", "--format=csv,noheader"],
+                                 capture_output=True, text=True)
+    except FileNotFoundError:  # no NVIDIA driver tools: nothing to wait for
+        return []
+    return [line.strip() for line in listing.stdout.splitlines() if line.strip()]
+
+
+def wait_for_free_gpus(timeout: float = 120, interval: float = 3,
+                       processes: Callable[[], list[str]] | None = None) -> bool:
+    """After an interrupted run: wait until its Ray workers and vLLM engine have let go of the GPUs.
+
+    The evaluation that follows starts its own vLLM server, which needs the memory back. True if
+    the GPUs were freed in time; otherwise a warning names what still holds them."""
+    processes = processes or gpu_processes
+    deadline = time.monotonic() + timeout
+    while held := processes():
+        if time.monotonic() > deadline:
+            log(f"warning: after {timeout:g} s these still hold GPU memory: {'; '.join(held)}")
+            return False
+        time.sleep(interval)
+    return True
+
+
+def train(command: list[str], log_file: Path, minutes: float | None) -> bool:
+    """Run the training launch to its end, or interrupt it after `minutes`; True if it was interrupted.
+
+    The interrupt is a SIGINT, as Ctrl-C. On the first, Trinity's launcher asks the Explorer and
+    the Trainer to shut down (each closes its tensorboard files) and waits for both, for up to
+    sync_timeout; a second SIGINT cuts that wait short. Then the launcher stops the Ray head it
+    started, which frees the GPUs for the evaluation that follows."""
+    log(f"$ {' '.join(command[1:])}  (log: {log_file})")
+    with open(log_file, "w") as out:
+        launch = subprocess.Popen(command, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            code = launch.wait(timeout=None if minutes is None else minutes * 60)
+        except subprocess.TimeoutExpired:
+            log(f"{minutes:g} minutes of training: interrupting the run")
+            for grace in INTERRUPT_GRACE_S:
+                launch.send_signal(signal.SIGINT)
+                try:
+                    launch.wait(timeout=grace)
+                    break
+                except subprocess.TimeoutExpired:
+                    log(f"still running {grace} s after a SIGINT")
+            else:  # it did not stop: take its processes and its Ray head down
+                os.killpg(launch.pid, signal.SIGKILL)
+                launch.wait()
+                from rftkit.launch import ray_cli
+
+                ray_cli("stop", "--force")
+            wait_for_free_gpus()
+            return True
+    if code != 0:
+        raise SystemExit(f"error: exit code {code}; the end of {log_file}:\n{tail(log_file)}")
+    return False
 
 
 def compare(before: dict, after: dict, out: Path) -> str:
@@ -198,7 +276,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--data", type=Path, default=REPO / "data" / "frozenlake",
                         help="train and test splits (default: %(default)s, generated if missing)")
-    parser.add_argument("--steps", type=int, required=True, help="training steps")
+    parser.add_argument("--steps", type=int, help="explore steps (default: one pass over the train split)")
+    parser.add_argument("--minutes", type=float, help="stop training after this much wall time (start-up included)")
+    parser.add_argument("--save-every", type=int, default=10,
+                        help="with --minutes: trainer steps between checkpoints (default: %(default)s)")
     parser.add_argument("--batch", type=int, default=32, help="maps per step (default: %(default)s)")
     parser.add_argument("--group", type=int, default=16, help="rollouts per map (default: %(default)s)")
     parser.add_argument("--lr", type=float, default=1e-6, help="learning rate (default: %(default)s)")
@@ -208,6 +289,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="passed to the launcher")
     parser.add_argument("--skip-before", action="store_true", help="reuse <out>/before/report.json")
     args = parser.parse_args(argv)
+    if args.steps is None and args.minutes is None:
+        parser.error("give --steps, --minutes, or both")
     if not args.model.exists():
         parser.error(f"model: no such file or folder: {args.model}")
     out = args.out.resolve()
@@ -225,11 +308,12 @@ def main(argv: list[str] | None = None) -> int:
         with vllm_server(model, model, out / "serve_before.log", args.max_model_len) as url:
             log(f"evaluating {model} (served at {url})")
             run(evaluate_command(url, data, out / "before", args.repeats, args.max_tokens), out / "eval_before.log")
-    log(f"training {args.steps} steps")
+    log(f"training: {args.steps or 'all'} explore steps{f', at most {args.minutes:g} minutes' if args.minutes else ''}")
     train_started = time.time()
-    run(train_command(model, data, out / "checkpoints", args), out / "train.log")
-    log(f"trained in {time.time() - train_started:.0f} s")
+    interrupted = train(train_command(model, data, out / "checkpoints", args), out / "train.log", args.minutes)
     trained = last_checkpoint(out / "checkpoints")
+    log(f"trained {'until interrupted' if interrupted else 'to the end'} in {time.time() - train_started:.0f} s; "
+        f"evaluating {trained.parent.parent.name}")
     with vllm_server(trained, model, out / "serve_after.log", args.max_model_len) as url:
         log(f"evaluating {trained}")
         run(evaluate_command(url, data, out / "after", args.repeats, args.max_tokens), out / "eval_after.log")

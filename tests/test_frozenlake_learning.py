@@ -4,6 +4,7 @@ import argparse
 import json
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -30,15 +31,29 @@ def test_a_gguf_becomes_an_hf_model_that_transformers_loads_and_chats_with(tmp_p
     assert learning.hf_from_gguf(default_gguf(), folder) == folder  # a finished folder is reused
 
 
-def test_the_training_launch_passes_trinitys_checker(tmp_path):
-    args = argparse.Namespace(steps=40, batch=8, group=8, lr=2e-6, set=["explorer.runner_per_model=8"])
-    (tmp_path / "model").mkdir()
+def dry_run(args, tmp_path):
+    (tmp_path / "model").mkdir(exist_ok=True)
     command = learning.train_command(tmp_path / "model", tmp_path / "data", tmp_path / "ckpt", args)
     result = subprocess.run([*command, "--dry-run", "--gpus", "2"], cwd=REPO, capture_output=True, text=True,
                             timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "group 8, batch 8 tasks (64 experiences), lr 2e-06" in result.stdout
-    assert "runners/engine 8" in result.stdout and "every 40 steps" in result.stdout
+    return result.stdout
+
+
+def test_the_training_launch_passes_trinitys_checker(tmp_path):
+    args = argparse.Namespace(steps=40, minutes=None, batch=8, group=8, lr=2e-6, set=["explorer.runner_per_model=8"])
+    out = dry_run(args, tmp_path)
+    assert "group 8, batch 8 tasks (64 experiences), lr 2e-06" in out
+    assert "runners/engine 8" in out and "every 40 steps" in out
+
+
+def test_a_timed_launch_keeps_recent_checkpoints_with_hf_weights(tmp_path):
+    args = argparse.Namespace(steps=None, minutes=12, save_every=10, batch=8, group=8, lr=1e-6, set=[])
+    command = learning.train_command(tmp_path / "model", tmp_path / "data", tmp_path / "ckpt", args)
+    assert not any("buffer.total_steps" in part for part in command)  # the time budget decides
+    assert {"--set=trainer.save_interval=10", '--set=trainer.save_hf_checkpoint="always"',
+            "--set=trainer.max_checkpoints_to_keep=2"} <= set(command)
+    assert "every 10 steps" in dry_run(args, tmp_path)
 
 
 def test_the_last_checkpoint_is_the_highest_step(tmp_path):
@@ -47,6 +62,45 @@ def test_the_last_checkpoint_is_the_highest_step(tmp_path):
     assert learning.last_checkpoint(tmp_path).parent.parent.name == "global_step_10"
     with pytest.raises(SystemExit, match="no global_step"):
         learning.last_checkpoint(tmp_path / "empty")
+
+
+def test_the_last_checkpoint_is_the_last_completed_save_when_trinity_names_one(tmp_path):
+    """Interrupted mid-save, global_step_20 exists but is incomplete; the tracker still names 10."""
+    for step in (10, 20):
+        (tmp_path / "P" / "run" / f"global_step_{step}" / "actor" / "huggingface").mkdir(parents=True)
+    (tmp_path / "P" / "run" / "latest_checkpointed_iteration.txt").write_text("10")
+    assert learning.last_checkpoint(tmp_path).parent.parent.name == "global_step_10"
+
+
+def test_after_an_interrupt_the_script_waits_for_the_gpus_and_says_what_still_holds_them(capsys):
+    listings = iter([["412, VLLM::EngineCore"], ["412, VLLM::EngineCore"], []])
+    assert learning.wait_for_free_gpus(timeout=30, interval=0.01, processes=lambda: next(listings))
+    assert learning.wait_for_free_gpus(timeout=0.05, interval=0.01, processes=lambda: ["99, ray::WorkerDict"]) is False
+    assert "still hold GPU memory: 99, ray::WorkerDict" in capsys.readouterr().out
+
+
+def test_training_past_its_time_budget_is_interrupted_like_ctrl_c(tmp_path, monkeypatch):
+    monkeypatch.setattr(learning, "gpu_processes", lambda: [])  # no nvidia-smi here
+    # as Trinity's launcher: the first Ctrl-C waits for the actors to shut down, the second cuts it short
+    launch = ("import time\n"
+              "try:\n    print('training', flush=True); time.sleep(60)\n"
+              "except KeyboardInterrupt:\n"
+              "    print('shutting down the actors', flush=True)\n"
+              "    try:\n        time.sleep(60)\n"
+              "    except KeyboardInterrupt:\n        print('stopping the Ray head', flush=True)\n")
+    monkeypatch.setattr(learning, "INTERRUPT_GRACE_S", (1, 20))
+    started = time.monotonic()
+    assert learning.train([sys.executable, "-c", launch], tmp_path / "train.log", minutes=2 / 60)
+    assert time.monotonic() - started < 30
+    assert (tmp_path / "train.log").read_text().splitlines() == \
+        ["training", "shutting down the actors", "stopping the Ray head"]
+
+
+def test_training_that_fails_before_its_budget_stops_the_script_with_the_log(tmp_path):
+    with pytest.raises(SystemExit, match="exit code 3(.|\n)*out of memory"):
+        learning.train([sys.executable, "-c", "print('out of memory'); raise SystemExit(3)"],
+                       tmp_path / "train.log", minutes=5)
+    assert learning.train([sys.executable, "-c", "pass"], tmp_path / "ok.log", minutes=5) is False
 
 
 def test_before_and_after_are_compared_from_real_reports(tmp_path, frozenlake_data):

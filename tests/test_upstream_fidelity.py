@@ -83,9 +83,11 @@ def test_upstreams_engine_split_is_one_flag_away(tmp_path, capsys):
     assert "1 node(s) x 8 GPU(s): 6 rollout engine(s) x 1 GPU, trainer 2 GPU(s)" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("name", ["config_random.yaml", "config_difficulty.yaml"])
-def test_math_micro_batches_hold_one_full_length_sequence_not_two(name, tmp_path):
+@pytest.mark.parametrize("name", ["config_random.yaml", "config_difficulty.yaml", "frozenlake.yaml",
+                                  "frozenlake_difficulty.yaml"])
+def test_micro_batches_hold_one_full_length_sequence_not_two(name, tmp_path):
     """Trinity's default (2 x max_model_len tokens per micro-batch) ran an H200 out of memory (README)."""
-    config = validated(name, tmp_path, run_react_agent, gsm8k_judge)
+    workflow, judge = (run_frozen_lake, None) if name.startswith("frozenlake") else (run_react_agent, gsm8k_judge)
+    config = validated(name, tmp_path, workflow, judge)
     assert config.trainer.use_dynamic_bsz
     assert config.trainer.max_token_len_per_gpu == config.model.max_model_len
