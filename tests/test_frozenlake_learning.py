@@ -126,3 +126,52 @@ def test_the_wilson_interval_holds_the_rate_at_both_ends():
         for successes in (0, trials // 3, trials):
             low, high = wilson_interval(successes, trials)
             assert 0.0 <= low <= successes / trials <= high <= 1.0, (successes, trials)
+
+
+def test_the_whole_script_runs_with_a_fixture_server_and_a_recorded_run(tmp_path, monkeypatch):
+    """main() from data to comparison, with the two GPU parts replaced by stand-ins: the fixture
+    server for `vllm serve` (the starting model never moves, the trained one always goes Right),
+    and for the launch, a run folder as Trinity leaves it after an interrupt."""
+    import contextlib
+
+    from torch.utils.tensorboard import SummaryWriter
+
+    from fake_vllm_server import FakeVLLMServer
+
+    model = tmp_path / "model"
+    model.mkdir()
+    served = []
+
+    @contextlib.contextmanager
+    def fixture_server(weights, tokenizer, log_file, max_model_len):
+        served.append((weights, tokenizer))
+        reply = "I would rather wait." if weights == model else "Going right: ```Right```"
+        with FakeVLLMServer(lambda body: reply) as server:
+            yield server.url + "/v1"
+
+    def recorded_run(command, log_file, minutes):
+        assert "--attn" in command and minutes == 0.5
+        run = tmp_path / "out" / "checkpoints" / "AgentScope-FrozenLake" / "frozenlake-grpo"
+        for step in (10, 20):  # 20 was being written when the run was stopped
+            (run / f"global_step_{step}" / "actor" / "huggingface").mkdir(parents=True)
+        (run / "latest_checkpointed_iteration.txt").write_text("10")
+        writer = SummaryWriter(str(run / "monitor" / "tensorboard" / "explorer"))
+        for step in range(1, 4):
+            for tag in learning.CURVES:
+                writer.add_scalar(tag, 0.1 * step, step)
+        writer.close()
+        return True
+
+    monkeypatch.setattr(learning, "vllm_server", fixture_server)
+    monkeypatch.setattr(learning, "train", recorded_run)
+    out = tmp_path / "out"
+    assert learning.main([str(model), "--out", str(out), "--data", str(tmp_path / "data"), "--minutes", "0.5",
+                          "--repeats", "1"]) == 0
+    trained = out / "checkpoints" / "AgentScope-FrozenLake" / "frozenlake-grpo" / "global_step_10" / "actor" / \
+        "huggingface"
+    assert served == [(model, model), (trained, model)]  # the trained weights, with the start's tokenizer
+    before, after = (json.loads((out / name / "report.json").read_text()) for name in ("before", "after"))
+    assert before["episodes"] == after["episodes"] == 100
+    assert before["invalid_action_rate"] == 1.0 and after["invalid_action_rate"] == 0.0
+    assert (out / "curves.png").stat().st_size > 1000 and (out / "before_after.png").stat().st_size > 1000
+    assert "| before | 0.000" in (out / "before_after.md").read_text()
