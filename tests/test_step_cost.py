@@ -69,3 +69,34 @@ def test_a_run_that_failed_before_a_second_step_is_summarised_without_an_estimat
     assert (result["explore steps"], result["trainer steps"]) == (1, 0)
     assert result["seconds to first step"] == pytest.approx(300.0)
     assert not any(key.startswith("estimate") for key in result)
+
+
+def test_a_failed_launch_still_leaves_its_figures_and_exit_code(tmp_path, monkeypatch):
+    """As on the H200: step 1's rollouts logged, then the trainer ran out of memory (exit 1)."""
+    import json
+
+    from gpu import smoke, tiny_model
+
+    def random_model(folder, architecture, tokenizer, device):
+        assert architecture == "Qwen3-0.6B" and device == "cuda"
+        folder.mkdir(parents=True)
+        return folder
+
+    def failing_launch(name, command, log_file, timeout):
+        assert "--set=explorer.runner_per_model=64" in command
+        run = tmp_path / "out" / "work" / "checkpoints" / "math" / "AgentScope-MathBOTS" / "math-difficulty"
+        (run / "log").mkdir(parents=True)
+        explorer = SummaryWriter(str(run / "monitor" / "tensorboard" / "explorer"))
+        explorer.add_scalar("explorer/time/wait_explore_step", 104.3, 1)
+        explorer.close()
+        log_file.write_text("error: training failed: Error in Trainer: torch.OutOfMemoryError\n")
+        return 1, 433.0
+
+    monkeypatch.setattr(tiny_model, "build_random_model", random_model)
+    monkeypatch.setattr(smoke, "train", failing_launch)
+    assert step_cost.main(["math", "--out", str(tmp_path / "out"), "--steps", "2",
+                           "--set", "explorer.runner_per_model=64"]) == 1
+    result = json.loads((tmp_path / "out" / "math.json").read_text())
+    assert result["exit code"] == 1 and result["settings"] == ["explorer.runner_per_model=64"]
+    assert (result["explore steps"], result["trainer steps"]) == (1, 0)
+    assert result["seconds per step (mean of steps 2..)"]["rollout wait (explorer)"] is None  # only step 1
