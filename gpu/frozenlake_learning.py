@@ -38,8 +38,11 @@ from typing import Callable
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # run as a script: the repo's packages
 
+from gpu.smoke import last_line  # noqa: E402
+
 SERVED_NAME = "policy"
-INTERRUPT_GRACE_S = (45, 60)  # seconds after the first and the second SIGINT (see train())
+INTERRUPT_GRACE_S = (45, 60)  # seconds after the first and the second SIGINT (see run())
+PROGRESS_S = 30  # seconds between progress lines
 CURVES = ["rollout/success/mean", "rollout/invalid_actions/mean", "rollout/env_steps/mean"]
 
 
@@ -119,15 +122,6 @@ def tail(path: Path, lines: int = 30) -> str:
     return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.exists() else ""
 
 
-def run(command: list[str], log_file: Path) -> None:
-    """Run a step with its output to `log_file`; stop the script with the log's end if it fails."""
-    log(f"$ {' '.join(command[1:])}  (log: {log_file})")
-    with open(log_file, "w") as out:
-        code = subprocess.run(command, cwd=REPO, stdout=out, stderr=subprocess.STDOUT).returncode
-    if code != 0:
-        raise SystemExit(f"error: exit code {code}; the end of {log_file}:\n{tail(log_file)}")
-
-
 def evaluate_command(base_url: str, data: Path, out: Path, repeats: int, max_tokens: int) -> list[str]:
     # 64 episodes at a time: one engine batches them; the episodes are independent
     return [sys.executable, "scripts/evaluate.py", "--task", "frozenlake", "--model", "openai",
@@ -193,38 +187,55 @@ def wait_for_free_gpus(timeout: float = 120, interval: float = 3,
     return True
 
 
-def train(command: list[str], log_file: Path, minutes: float | None) -> bool:
-    """Run the training launch to its end, or interrupt it after `minutes`; True if it was interrupted.
+def run(command: list[str], log_file: Path, minutes: float | None = None) -> bool:
+    """Run a step, its output to `log_file` and its last line here every 30 s; True if it was interrupted.
 
-    The interrupt is a SIGINT, as Ctrl-C. On the first, Trinity's launcher asks the Explorer and
-    the Trainer to shut down (each closes its tensorboard files) and waits for both, for up to
-    sync_timeout; a second SIGINT cuts that wait short. Then the launcher stops the Ray head it
-    started, which frees the GPUs for the evaluation that follows."""
+    A step that fails stops the script with the log's end. With `minutes` (the training launch), the
+    step is interrupted once that much time has passed, as Ctrl-C would: on the first SIGINT Trinity's
+    launcher asks the Explorer and the Trainer to shut down (each closes its tensorboard files) and
+    waits for both, for up to sync_timeout; a second SIGINT cuts that wait short. Then the launcher
+    stops the Ray head it started, which frees the GPUs for the evaluation that follows."""
     log(f"$ {' '.join(command[1:])}  (log: {log_file})")
+    started = time.monotonic()
+    deadline = None if minutes is None else started + minutes * 60
     with open(log_file, "w") as out:
-        launch = subprocess.Popen(command, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        # its own session, so that interrupt() can take down all of it; Ctrl-C here is passed on below
+        step = subprocess.Popen(command, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         try:
-            code = launch.wait(timeout=None if minutes is None else minutes * 60)
-        except subprocess.TimeoutExpired:
-            log(f"{minutes:g} minutes of training: interrupting the run")
-            for grace in INTERRUPT_GRACE_S:
-                launch.send_signal(signal.SIGINT)
+            while True:
+                wait = PROGRESS_S if deadline is None else min(PROGRESS_S, max(0.0, deadline - time.monotonic()))
                 try:
-                    launch.wait(timeout=grace)
+                    code = step.wait(timeout=wait)
                     break
                 except subprocess.TimeoutExpired:
-                    log(f"still running {grace} s after a SIGINT")
-            else:  # it did not stop: take its processes and its Ray head down
-                os.killpg(launch.pid, signal.SIGKILL)
-                launch.wait()
-                from rftkit.launch import ray_cli
-
-                ray_cli("stop", "--force")
-            wait_for_free_gpus()
-            return True
+                    if deadline is not None and time.monotonic() >= deadline:
+                        log(f"{minutes:g} minutes of training: interrupting the run")
+                        interrupt(step)
+                        wait_for_free_gpus()
+                        return True
+                    log(f"  {time.monotonic() - started:4.0f} s: {last_line(log_file)}")
+        except KeyboardInterrupt:
+            interrupt(step)
+            raise
     if code != 0:
         raise SystemExit(f"error: exit code {code}; the end of {log_file}:\n{tail(log_file)}")
     return False
+
+
+def interrupt(step: subprocess.Popen) -> None:
+    """SIGINT, then SIGINT again (INTERRUPT_GRACE_S apart); if it still runs, kill it and the Ray head."""
+    for grace in INTERRUPT_GRACE_S:
+        step.send_signal(signal.SIGINT)
+        try:
+            step.wait(timeout=grace)
+            return
+        except subprocess.TimeoutExpired:
+            log(f"still running {grace} s after a SIGINT")
+    os.killpg(step.pid, signal.SIGKILL)
+    step.wait()
+    from rftkit.launch import ray_cli
+
+    ray_cli("stop", "--force")
 
 
 def compare(before: dict, after: dict, out: Path) -> str:
@@ -310,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
             run(evaluate_command(url, data, out / "before", args.repeats, args.max_tokens), out / "eval_before.log")
     log(f"training: {args.steps or 'all'} explore steps{f', at most {args.minutes:g} minutes' if args.minutes else ''}")
     train_started = time.time()
-    interrupted = train(train_command(model, data, out / "checkpoints", args), out / "train.log", args.minutes)
+    interrupted = run(train_command(model, data, out / "checkpoints", args), out / "train.log", args.minutes)
     trained = last_checkpoint(out / "checkpoints")
     log(f"trained {'until interrupted' if interrupted else 'to the end'} in {time.time() - train_started:.0f} s; "
         f"evaluating {trained.parent.parent.name}")

@@ -90,17 +90,32 @@ def test_training_past_its_time_budget_is_interrupted_like_ctrl_c(tmp_path, monk
               "    except KeyboardInterrupt:\n        print('stopping the Ray head', flush=True)\n")
     monkeypatch.setattr(learning, "INTERRUPT_GRACE_S", (1, 20))
     started = time.monotonic()
-    assert learning.train([sys.executable, "-c", launch], tmp_path / "train.log", minutes=2 / 60)
+    assert learning.run([sys.executable, "-c", launch], tmp_path / "train.log", minutes=2 / 60)
     assert time.monotonic() - started < 30
     assert (tmp_path / "train.log").read_text().splitlines() == \
         ["training", "shutting down the actors", "stopping the Ray head"]
 
 
+def test_ctrl_c_on_the_script_is_passed_on_to_the_step_in_its_own_session(tmp_path, monkeypatch):
+    def pressed_ctrl_c(log_file):  # the first progress line is where the script is when Ctrl-C comes
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(learning, "PROGRESS_S", 0.5)
+    monkeypatch.setattr(learning, "last_line", pressed_ctrl_c)
+    monkeypatch.setattr(learning, "INTERRUPT_GRACE_S", (20, 20))
+    step = ("import time\n"
+            "try:\n    print('evaluating', flush=True); time.sleep(60)\n"
+            "except KeyboardInterrupt:\n    print('interrupted', flush=True)\n")
+    with pytest.raises(KeyboardInterrupt):
+        learning.run([sys.executable, "-c", step], tmp_path / "eval.log")
+    assert (tmp_path / "eval.log").read_text().splitlines() == ["evaluating", "interrupted"]
+
+
 def test_training_that_fails_before_its_budget_stops_the_script_with_the_log(tmp_path):
     with pytest.raises(SystemExit, match="exit code 3(.|\n)*out of memory"):
-        learning.train([sys.executable, "-c", "print('out of memory'); raise SystemExit(3)"],
+        learning.run([sys.executable, "-c", "print('out of memory'); raise SystemExit(3)"],
                        tmp_path / "train.log", minutes=5)
-    assert learning.train([sys.executable, "-c", "pass"], tmp_path / "ok.log", minutes=5) is False
+    assert learning.run([sys.executable, "-c", "pass"], tmp_path / "ok.log", minutes=5) is False
 
 
 def test_before_and_after_are_compared_from_real_reports(tmp_path, frozenlake_data):
@@ -149,7 +164,11 @@ def test_the_whole_script_runs_with_a_fixture_server_and_a_recorded_run(tmp_path
         with FakeVLLMServer(lambda body: reply) as server:
             yield server.url + "/v1"
 
-    def recorded_run(command, log_file, minutes):
+    real_run = learning.run
+
+    def recorded_run(command, log_file, minutes=None):
+        if command[1] != "frozenlake/main.py":
+            return real_run(command, log_file, minutes)
         assert "--attn" in command and minutes == 0.5
         run = tmp_path / "out" / "checkpoints" / "AgentScope-FrozenLake" / "frozenlake-grpo"
         for step in (10, 20):  # 20 was being written when the run was stopped
@@ -163,7 +182,7 @@ def test_the_whole_script_runs_with_a_fixture_server_and_a_recorded_run(tmp_path
         return True
 
     monkeypatch.setattr(learning, "vllm_server", fixture_server)
-    monkeypatch.setattr(learning, "train", recorded_run)
+    monkeypatch.setattr(learning, "run", recorded_run)
     out = tmp_path / "out"
     assert learning.main([str(model), "--out", str(out), "--data", str(tmp_path / "data"), "--minutes", "0.5",
                           "--repeats", "1"]) == 0
