@@ -1,3 +1,4 @@
+import subprocess
 import sys
 from pathlib import Path
 
@@ -15,3 +16,11 @@ def frozenlake_data(tmp_path_factory):
     out = tmp_path_factory.mktemp("frozenlake")
     write_dataset(out, map_max_size=6, train_size=300, test_size=100, env_max_steps=8, seed=7, progress=False)
     return out
+
+
+def dry_run(command: list[str], gpus: int = 2, env: dict | None = None) -> str:
+    """A launch command, as the GPU scripts build it, run with --dry-run in a subprocess: its stdout, after exit 0."""
+    result = subprocess.run([*command, "--dry-run", "--gpus", str(gpus)], cwd=REPO, capture_output=True, text=True,
+                            timeout=300, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout

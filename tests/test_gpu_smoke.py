@@ -13,7 +13,7 @@ from torch.utils.tensorboard import SummaryWriter
 
 from gpu import smoke
 
-from conftest import REPO
+from conftest import REPO, dry_run
 
 
 needs_gpus = pytest.mark.skipif(torch.cuda.device_count() < 2,
@@ -50,11 +50,9 @@ def test_the_smoke_settings_pass_trinitys_checker(config, tmp_path):
     """The exact launch the smoke makes, as a dry run: every --set key exists and validates."""
     (tmp_path / "model").mkdir()
     command = smoke.command_for(config, tmp_path / "work", tmp_path / "model", tmp_path / "ckpt")
-    result = subprocess.run([*command, "--dry-run", "--gpus", "2"], cwd=REPO, capture_output=True, text=True,
-                            timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert f"group {smoke.GROUP}, batch {smoke.TASKS} tasks" in result.stdout
-    assert "attention       sdpa (trainer), padding removal False" in result.stdout
+    out = dry_run(command)
+    assert f"group {smoke.GROUP}, batch {smoke.TASKS} tasks" in out
+    assert "attention       sdpa (trainer), padding removal False" in out
 
 
 def write_run(job, experiences=(16, 16), tags=("rollout/success/mean",), steps=2, alphas=None):
@@ -141,11 +139,9 @@ def test_the_fault_runs_pass_trinitys_checker_with_the_fault_plugin(fault, tmp_p
     (tmp_path / "model").mkdir()
     command = smoke.command_for("frozenlake.yaml", tmp_path / "work", tmp_path / "model", tmp_path / "ckpt", fault)
     env = {**os.environ, "TRINITY_PLUGIN_DIRS": str(smoke.FAULT_PLUGINS)}
-    result = subprocess.run([*command, "--dry-run", "--gpus", "2"], cwd=REPO, capture_output=True, text=True,
-                            timeout=300, env=env)
-    assert result.returncode == 0, result.stderr[-3000:]
+    out = dry_run(command, env=env)
     if fault == "explorer":
-        assert "operators       ['fault_explorer']" in result.stdout
+        assert "operators       ['fault_explorer']" in out
 
 
 def test_the_injected_faults_raise_what_the_smoke_looks_for():
@@ -206,7 +202,4 @@ def test_on_4_and_8_gpus_the_smoke_launch_plans_several_engines_and_a_sharded_tr
     """What the smoke will run on a 4- or 8-GPU machine (it takes the GPU count from the machine)."""
     (tmp_path / "model").mkdir()
     command = smoke.command_for(config, tmp_path / "work", tmp_path / "model", tmp_path / "ckpt")
-    result = subprocess.run([*command, "--dry-run", "--gpus", str(gpus)], cwd=REPO, capture_output=True,
-                            text=True, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert plan in result.stdout
+    assert plan in dry_run(command, gpus)
