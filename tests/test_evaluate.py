@@ -107,6 +107,27 @@ def test_math_through_an_openai_compatible_endpoint(tmp_path):
                                                 {"accuracy": 0.0, "format": 0.0}]
 
 
+def test_each_model_call_gets_its_own_sampling_seed_and_a_rerun_sends_the_same(frozenlake_data, tmp_path):
+    # One seed per episode made a seeded server (vLLM) repeat one reply for every move of an episode.
+    def seeds(out):
+        with FakeVLLMServer(lambda body: "```Up```") as server:
+            report, episodes = run(out, "--task", "frozenlake", "--data", str(frozenlake_data), "--model", "openai",
+                                   "--base-url", server.url + "/v1", "--model-name", "fake", "--limit", "6",
+                                   "--repeats", "2", "--seed", "3")
+        assert report["errors"] == 0
+        assert len(server.requests) == sum(len(e["turns"]) for e in episodes) > len(episodes)
+        return [body["seed"] for body in server.requests]
+
+    first = seeds(tmp_path / "a")
+    assert len(set(first)) == len(first), "two calls were sent the same seed"
+    by_episode = {}
+    for seed in first:  # episode k's calls use 3 + 1000 k, 3 + 1000 k + 1, ...
+        by_episode.setdefault((seed - 3) // evaluate.CALLS_PER_EPISODE_MAX, []).append(seed)
+    assert sorted(by_episode) == list(range(12))
+    assert all(sorted(s) == list(range(min(s), min(s) + len(s))) for s in by_episode.values())
+    assert sorted(seeds(tmp_path / "b")) == sorted(first)
+
+
 def test_bad_flags_are_refused(frozenlake_data, tmp_path, capsys):
     for flags, message in [(["--task", "math", "--model", "oracle"], "FrozenLake policy"),
                            (["--task", "frozenlake", "--model", "openai"], "--base-url"),
