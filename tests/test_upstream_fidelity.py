@@ -1,13 +1,18 @@
 """The configs keep upstream's values (README: "Coming from the upstream examples"), and upstream's names still work."""
 
+import asyncio
+
 import pytest
 import yaml
+from agentscope.message import TextBlock
+from agentscope.model import ChatModelBase, ChatResponse
 
 from frozenlake.workflow import run_frozen_lake
 from math_bots import main as math_main
 from math_bots.judge import gsm8k_judge
 from math_bots.workflow import run_react_agent
 from rftkit import launch
+from rftkit.evaluation import message_text
 
 from conftest import REPO
 
@@ -83,11 +88,34 @@ def test_upstreams_engine_split_is_one_flag_away(tmp_path, capsys):
     assert "1 node(s) x 8 GPU(s): 6 rollout engine(s) x 1 GPU, trainer 2 GPU(s)" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("name", ["config_random.yaml", "config_difficulty.yaml", "frozenlake.yaml",
-                                  "frozenlake_difficulty.yaml"])
-def test_micro_batches_hold_one_full_length_sequence_not_two(name, tmp_path):
+@pytest.mark.parametrize("name", ["config_random.yaml", "config_difficulty.yaml"])
+def test_math_micro_batches_hold_one_full_length_sequence_not_two(name, tmp_path):
     """Trinity's default (2 x max_model_len tokens per micro-batch) ran an H200 out of memory (README)."""
-    workflow, judge = (run_frozen_lake, None) if name.startswith("frozenlake") else (run_react_agent, gsm8k_judge)
-    config = validated(name, tmp_path, workflow, judge)
+    config = validated(name, tmp_path, run_react_agent, gsm8k_judge)
     assert config.trainer.use_dynamic_bsz
     assert config.trainer.max_token_len_per_gpu == config.model.max_model_len
+
+
+class PromptRecorder(ChatModelBase):
+    """Answers every move with no move at all (so an episode uses all 8), recording the prompts."""
+
+    def __init__(self):
+        super().__init__(model_name="recorder", stream=False)
+        self.prompts = []
+
+    async def __call__(self, messages, tools=None, tool_choice=None, structured_model=None, **kwargs):
+        self.prompts.append(messages)
+        return ChatResponse(content=[TextBlock(type="text", text="I am not sure.")])
+
+
+@pytest.mark.parametrize("name", ["frozenlake.yaml", "frozenlake_difficulty.yaml"])
+def test_frozenlake_micro_batches_hold_the_longest_experience_and_no_more_than_needed(name, tmp_path):
+    """An experience is one move: its prompt plus one reply. 25,600 tokens a micro-batch ran out of memory."""
+    config = validated(name, tmp_path, run_frozen_lake)
+    recorder = PromptRecorder()
+    asyncio.run(run_frozen_lake({"seed": 3, "size": 6, "p": 0.8}, recorder, {}))  # the largest maps
+    assert len(recorder.prompts) == 8
+    # every token covers at least one character; 16 tokens a message for the chat template's markers
+    longest_prompt = max(sum(len(message_text(m)) + 16 for m in prompt) for prompt in recorder.prompts)
+    assert longest_prompt + config.model.max_response_tokens <= config.trainer.max_token_len_per_gpu
+    assert config.trainer.max_token_len_per_gpu <= 8192 < config.model.max_model_len
