@@ -132,7 +132,9 @@ def evaluate_command(base_url: str, data: Path, out: Path, repeats: int, max_tok
 def train_command(model: Path, data: Path, checkpoints: Path, args: argparse.Namespace) -> list[str]:
     settings = {"buffer.batch_size": args.batch, "algorithm.repeat_times": args.group,
                 "algorithm.optimizer.lr": args.lr,
-                "explorer.eval_interval": 10 ** 6}  # evaluation is step 1 and 3 of this script
+                # evaluation is steps 1 and 3 of this script: none inside training, not even Trinity's
+                # step-0 pass over the test split, which took 3 of the first run's 12 minutes
+                "explorer.eval_on_startup": False, "explorer.eval_interval": 10 ** 6}
     if args.steps is not None:
         settings["buffer.total_steps"] = args.steps
     if args.minutes is None:

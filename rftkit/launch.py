@@ -282,7 +282,8 @@ def summarize(config) -> str:
                      f", judge {_name(taskset.workflow_args.get('judge_func'))}")
     for taskset in explorer_input.eval_tasksets:
         lines.append(f"eval taskset    {taskset.name}: {taskset.path} [{taskset.split}], "
-                     f"{taskset.repeat_times} rollout(s) per task, every {config.explorer.eval_interval} steps")
+                     f"{taskset.repeat_times} rollout(s) per task, every {config.explorer.eval_interval} steps"
+                     + (" and before the first" if config.explorer.eval_on_startup else ""))
     operators = [op.name for op in config.data_processor.experience_pipeline.operators] \
         if config.data_processor.experience_pipeline else []
     lines += [

@@ -41,6 +41,8 @@ def test_the_training_launch_passes_trinitys_checker(tmp_path):
     out = train_dry_run(args, tmp_path)
     assert "group 8, batch 8 tasks (64 experiences), lr 2e-06" in out
     assert "runners/engine 8" in out and "every 40 steps" in out
+    # the script evaluates before and after itself: Trinity's step-0 pass would only cost time
+    assert "rollout(s) per task, every 1000000 steps\n" in out
 
 
 def test_a_timed_launch_keeps_recent_checkpoints_with_hf_weights(tmp_path):
