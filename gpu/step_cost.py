@@ -19,7 +19,8 @@ train step, weight sync and whole step, the wall time between explore steps, the
 explore step (multi-step GRPO makes one experience per model call, so FrozenLake's explore step
 feeds several trainer steps), peak GPU memory per GPU (nvidia-smi) and the trainer's peak
 allocation; then the time to the first step and an estimate for --estimate-steps explore steps
-(default: FrozenLake 700, math 200). `--set KEY=VALUE` changes one more setting, for example
+(default: FrozenLake 700, math 200), each as long as the slower of the explorer (the wall time
+between explore steps) and the trainer (its time per explore step). `--set KEY=VALUE` changes one more setting, for example
 explorer.runner_per_model, and is recorded. Results go to <out>/<example>.json, also when the
 launch fails (with its exit code and whatever steps it logged).
 """
@@ -110,9 +111,15 @@ def summarize(run_dir: Path, launched_at: float, estimate_steps: int) -> dict:
     if len(explore) >= 2:
         gaps = [b[1] - a[1] for a, b in zip(explore, explore[1:])]
         result["wall seconds between explore steps"] = statistics.mean(gaps)
-        result["trainer seconds per explore step"] = sum(p.value for p in train) / len(explore)
+        train_step = result["seconds per step (mean of steps 2..)"]["train step"] or 0.0
+        result["trainer seconds per explore step"] = train_step * result["trainer steps"] / len(explore)
+        # At each weight sync the Explorer waits for the Trainer's step in progress, so over a long
+        # run an explore step lasts as long as the slower side; a short run's first gaps (rollouts
+        # only, the Trainer still on step 1) do not show that yet.
+        step = max(result["wall seconds between explore steps"], result["trainer seconds per explore step"])
+        result["seconds per explore step (the slower side)"] = step
         result[f"estimate for {estimate_steps} steps (hours)"] = \
-            (result["seconds to first step"] + estimate_steps * statistics.mean(gaps)) / 3600
+            (result["seconds to first step"] + estimate_steps * step) / 3600
     peaks = [p.value for p in points.get(TRAINER_PEAK, [])]
     result["trainer peak allocated (GiB)"] = max(peaks) if peaks else None
     return result

@@ -49,9 +49,27 @@ def test_the_summary_counts_explore_steps_leaves_out_the_first_and_estimates_a_f
     assert (result["explore steps"], result["trainer steps"]) == (3, 6)
     assert result["seconds to first step"] == pytest.approx(100.0)
     assert result["wall seconds between explore steps"] == pytest.approx(25.0)
-    assert result["trainer seconds per explore step"] == pytest.approx(100.0 / 3)
+    assert result["trainer seconds per explore step"] == pytest.approx(10.0 * 6 / 3)  # step 1's warm-up left out
+    assert result["seconds per explore step (the slower side)"] == pytest.approx(25.0)  # the explorer here
     assert result["estimate for 100 steps (hours)"] == pytest.approx((100 + 100 * 25) / 3600)
     assert result["trainer peak allocated (GiB)"] == 36.0
+
+
+def test_the_estimate_follows_the_trainer_when_it_is_the_slower_side(tmp_path):
+    """As in the first math run: rollouts 98 s apart, 162 s of training per step."""
+    run = tmp_path / "run"
+    trainer = SummaryWriter(str(run / "monitor" / "tensorboard" / "trainer"))
+    for step, seconds in enumerate([174.0, 162.0], start=1):
+        trainer.add_scalar("time/train_step", seconds, step, walltime=1400.0 + 170 * step)
+    trainer.close()
+    explorer = SummaryWriter(str(run / "monitor" / "tensorboard" / "explorer"))
+    for step, wall in enumerate([1385.0, 1483.0], start=1):
+        explorer.add_scalar("explorer/time/wait_explore_step", 98.0, step, walltime=wall)
+    explorer.close()
+    result = step_cost.summarize(run, launched_at=1000.0, estimate_steps=200)
+    assert result["wall seconds between explore steps"] == pytest.approx(98.0)
+    assert result["seconds per explore step (the slower side)"] == pytest.approx(162.0)
+    assert result["estimate for 200 steps (hours)"] == pytest.approx((385 + 200 * 162) / 3600)
 
 
 def test_a_run_that_failed_before_a_second_step_is_summarised_without_an_estimate(tmp_path):
