@@ -14,8 +14,8 @@ MODEL is a Hugging Face model folder, or a GGUF file, which transformers turns i
    last checkpoint it completed (one every --save-every trainer steps) is the trained model;
 3. serve the last checkpoint and evaluate it the same way;
 4. draw the training curves (`rollout/success/mean`, `rollout/invalid_actions/mean`,
-   `rollout/env_steps/mean`) with scripts/plot_runs.py, and the two evaluations side by side
-   (before_after.png and before_after.md).
+   `rollout/env_steps/mean`, `sample/model_version/mean`) with scripts/plot_runs.py, and the two
+   evaluations side by side (before_after.png and before_after.md).
 
 Each step's output goes to <out>; a step that fails stops the script with its log's last lines.
 """
@@ -43,7 +43,11 @@ from gpu.smoke import last_line  # noqa: E402
 SERVED_NAME = "policy"
 INTERRUPT_GRACE_S = (45, 60)  # seconds after the first and the second SIGINT (see run())
 PROGRESS_S = 30  # seconds between progress lines
-CURVES = ["rollout/success/mean", "rollout/invalid_actions/mean", "rollout/env_steps/mean"]
+# The rollouts' success, invalid moves and episode length; and the policy version the trainer's batch
+# was sampled from, which shows how far training lags the rollouts (one experience per move means an
+# explore step makes several trainer batches).
+CURVES = ["rollout/success/mean", "rollout/invalid_actions/mean", "rollout/env_steps/mean",
+          "sample/model_version/mean"]
 
 
 def log(message: str) -> None:
