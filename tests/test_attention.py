@@ -134,3 +134,30 @@ def test_a_set_key_that_has_no_place_in_the_config_is_refused():
                        "buffer.explorer_input.eval_tasksets.5.name", "x")
 
 
+
+
+def test_sdpa_lets_packed_sequences_attend_to_each_other_so_padding_removal_stays_off():
+    """verl's padding removal packs a micro-batch's sequences into one row, told apart only by their
+    position ids. flash-attn's variable-length kernels keep them apart; transformers' sdpa does not
+    (checked on transformers 5.24), so with sdpa each token would see the sequences packed before it.
+    If this starts to fail, packing under sdpa has become correct and worth turning on."""
+    import torch
+    from transformers import AutoModelForCausalLM, Qwen2Config
+
+    torch.manual_seed(0)
+    config = Qwen2Config(vocab_size=500, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512)
+    model = AutoModelForCausalLM.from_config(config, attn_implementation="sdpa").eval()
+    sequences = [torch.randint(0, 500, (n,)) for n in (7, 13, 5)]
+    with torch.no_grad():
+        alone = torch.cat([model(input_ids=s[None]).logits[0] for s in sequences])
+        positions = torch.cat([torch.arange(len(s)) for s in sequences])[None]
+        packed = model(input_ids=torch.cat(sequences)[None], position_ids=positions).logits[0]
+        padded = model(input_ids=torch.nn.utils.rnn.pad_sequence(sequences, batch_first=True),
+                       attention_mask=torch.nn.utils.rnn.pad_sequence(
+                           [torch.ones(len(s), dtype=torch.long) for s in sequences], batch_first=True)).logits
+    first = len(sequences[0])
+    assert torch.allclose(packed[:first], alone[:first], atol=1e-5)  # the first sequence has nothing before it
+    assert (packed[first:] - alone[first:]).abs().max() > 0.1  # the others attend across the boundary
+    assert torch.allclose(torch.cat([padded[i, :len(s)] for i, s in enumerate(sequences)]), alone, atol=1e-5)
+    assert attention.SDPA_OVERRIDES["trainer.use_remove_padding"] is False
