@@ -167,10 +167,13 @@ def train(config: str, command: list[str], log: Path, timeout: float, env: dict 
                 if elapsed > timeout:
                     os.killpg(process.pid, signal.SIGKILL)
                     process.wait()
+                    # a killed launch leaves the Ray head it started behind (one that ends stops its own,
+                    # and leaves alone a cluster it found running)
+                    from rftkit.launch import ray_cli
+
+                    ray_cli("stop", "--force")
                     code = None
                     break
-    # A killed launch leaves its Ray head behind; a finished one stopped it itself.
-    subprocess.run([sys.executable, "-m", "ray.scripts.scripts", "stop", "--force"], capture_output=True)
     return code, time.time() - started
 
 
