@@ -244,6 +244,19 @@ def interrupt(step: subprocess.Popen) -> None:
     ray_cli("stop", "--force")
 
 
+def draw_curves(out: Path) -> None:
+    """curves.png (and .md) from the training run's tensorboard files, if it got as far as writing any."""
+    logs = sorted((out / "checkpoints").glob("*/*/monitor/tensorboard"))  # <project>/<name>/monitor/...
+    if not logs:
+        log("no training logs to draw curves from")
+        return
+    try:
+        run([sys.executable, "scripts/plot_runs.py", f"trained={logs[0].parent.parent}", "--scalars", *CURVES,
+             "--out", str(out / "curves.png")], out / "curves.log")
+    except SystemExit as failed:  # never hide the training's own error behind the plot's
+        log(f"warning: no curves: {failed}")
+
+
 def compare(before: dict, after: dict, out: Path) -> str:
     """before_after.md (returned) and before_after.png from two evaluate.py reports."""
     from rftkit.files import atomic_paths
@@ -327,7 +340,10 @@ def main(argv: list[str] | None = None) -> int:
             run(evaluate_command(url, data, out / "before", args.repeats, args.max_tokens), out / "eval_before.log")
     log(f"training: {args.steps or 'all'} explore steps{f', at most {args.minutes:g} minutes' if args.minutes else ''}")
     train_started = time.time()
-    interrupted = run(train_command(model, data, out / "checkpoints", args), out / "train.log", args.minutes)
+    try:
+        interrupted = run(train_command(model, data, out / "checkpoints", args), out / "train.log", args.minutes)
+    finally:  # a run that failed still shows what it did before failing
+        draw_curves(out)
     trained = last_checkpoint(out / "checkpoints")
     log(f"trained {'until interrupted' if interrupted else 'to the end'} in {time.time() - train_started:.0f} s; "
         f"evaluating {trained.parent.parent.name}")
@@ -335,9 +351,6 @@ def main(argv: list[str] | None = None) -> int:
         log(f"evaluating {trained}")
         run(evaluate_command(url, data, out / "after", args.repeats, args.max_tokens), out / "eval_after.log")
 
-    run_dir = trained.parent.parent.parent
-    run([sys.executable, "scripts/plot_runs.py", f"trained={run_dir}", "--scalars", *CURVES,
-         "--out", str(out / "curves.png")], out / "curves.log")
     reports = [json.loads((out / name / "report.json").read_text()) for name in ("before", "after")]
     print(compare(*reports, out), flush=True)
     log(f"done in {time.time() - started:.0f} s: {out}/before_after.png, {out}/curves.png")

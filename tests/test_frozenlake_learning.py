@@ -147,8 +147,6 @@ def test_the_whole_script_runs_with_a_fixture_server_and_a_recorded_run(tmp_path
     and for the launch, a run folder as Trinity leaves it after an interrupt."""
     import contextlib
 
-    from torch.utils.tensorboard import SummaryWriter
-
     from fake_vllm_server import FakeVLLMServer
 
     model = tmp_path / "model"
@@ -168,15 +166,10 @@ def test_the_whole_script_runs_with_a_fixture_server_and_a_recorded_run(tmp_path
         if command[1] != "frozenlake/main.py":
             return real_run(command, log_file, minutes)
         assert "--attn" in command and minutes == 0.5
-        run = tmp_path / "out" / "checkpoints" / "AgentScope-FrozenLake" / "frozenlake-grpo"
+        run = record_run(tmp_path / "out")
         for step in (10, 20):  # 20 was being written when the run was stopped
             (run / f"global_step_{step}" / "actor" / "huggingface").mkdir(parents=True)
         (run / "latest_checkpointed_iteration.txt").write_text("10")
-        writer = SummaryWriter(str(run / "monitor" / "tensorboard" / "explorer"))
-        for step in range(1, 4):
-            for tag in learning.CURVES:
-                writer.add_scalar(tag, 0.1 * step, step)
-        writer.close()
         return True
 
     monkeypatch.setattr(learning, "vllm_server", fixture_server)
@@ -192,3 +185,35 @@ def test_the_whole_script_runs_with_a_fixture_server_and_a_recorded_run(tmp_path
     assert before["invalid_action_rate"] == 1.0 and after["invalid_action_rate"] == 0.0
     assert (out / "curves.png").stat().st_size > 1000 and (out / "before_after.png").stat().st_size > 1000
     assert "| before | 0.000" in (out / "before_after.md").read_text()
+
+
+def record_run(out):
+    """A run folder as Trinity leaves it, with three explore steps of every curve's scalar."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    run = out / "checkpoints" / "AgentScope-FrozenLake" / "frozenlake-grpo"
+    writer = SummaryWriter(str(run / "monitor" / "tensorboard" / "explorer"))
+    for step in range(1, 4):
+        for tag in learning.CURVES:
+            writer.add_scalar(tag, 0.1 * step, step)
+    writer.close()
+    return run
+
+
+def test_a_training_that_fails_still_leaves_its_curves_and_stops_the_script_with_its_error(tmp_path, monkeypatch):
+    real_run = learning.run
+
+    def failing_launch(command, log_file, minutes=None):
+        if command[1] != "frozenlake/main.py":
+            return real_run(command, log_file, minutes)
+        record_run(tmp_path / "out")
+        raise SystemExit("error: exit code 1; the end of train.log:\ntorch.OutOfMemoryError: CUDA out of memory.")
+
+    monkeypatch.setattr(learning, "run", failing_launch)
+    (tmp_path / "model").mkdir()
+    with pytest.raises(SystemExit, match="OutOfMemoryError"):
+        learning.main([str(tmp_path / "model"), "--out", str(tmp_path / "out"), "--data", str(tmp_path / "data"),
+                       "--minutes", "1", "--skip-before"])
+    assert (tmp_path / "out" / "curves.png").stat().st_size > 1000
+    assert "rollout/success/mean | trained | 0.3000 (3)" in (tmp_path / "out" / "curves.md").read_text()
+    assert not (tmp_path / "out" / "after").exists()
