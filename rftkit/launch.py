@@ -292,7 +292,9 @@ def summarize(config) -> str:
         f"{rollout.engine_num} rollout engine(s) x {rollout.tensor_parallel_size} GPU, "
         f"trainer {config.cluster.trainer_gpu_num} GPU(s)",
         "micro-batches   " + (f"dynamic, up to {config.trainer.max_token_len_per_gpu} tokens per GPU"
-                                 if config.trainer.use_dynamic_bsz else "fixed size"),
+                                 if config.trainer.use_dynamic_bsz else "fixed size")
+        # without padding removal every row is padded to the micro-batch's longest: more than the budget
+        + ("" if config.trainer.use_remove_padding else ", each row padded to the micro-batch's longest"),
         f"rollout         openai api {rollout.enable_openai_api}, history {rollout.enable_history}, "
         f"tool parser {rollout.tool_call_parser}, runners/engine {config.explorer.runner_per_model}",
         f"sync            {config.synchronizer.sync_method.value}, every {config.synchronizer.sync_interval} step(s)",
