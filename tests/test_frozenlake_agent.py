@@ -3,8 +3,7 @@
 import asyncio
 
 import pyarrow.parquet as pq
-from agentscope.message import Msg, TextBlock
-from agentscope.model import ChatModelBase, ChatResponse
+from agentscope.message import Msg
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -12,6 +11,8 @@ from frozenlake.agent import SYSTEM_PROMPT, FrozenLakeAgent
 from frozenlake.maps import ACTIONS
 from frozenlake.policies import OracleModel, RandomModel
 from frozenlake.workflow import run_frozen_lake
+
+from scripted_model import ScriptedModel
 
 get_action = FrozenLakeAgent.get_action
 
@@ -79,22 +80,6 @@ def test_random_policy_scores_below_the_oracle(frozenlake_data):
     tasks = pq.read_table(frozenlake_data / "test.parquet").to_pylist()
     rewards = [asyncio.run(run_frozen_lake(t, RandomModel(seed=i), {})).reward for i, t in enumerate(tasks)]
     assert 0.0 < sum(rewards) / len(rewards) < 0.8
-
-
-class ScriptedModel(ChatModelBase):
-    def __init__(self, replies):
-        super().__init__(model_name="scripted", stream=False)
-        self.replies = list(replies)
-        self.calls = 0
-        self.prompts = []
-
-    async def __call__(self, messages, tools=None, tool_choice=None, structured_model=None, **kwargs):
-        self.calls += 1
-        self.prompts.append(messages)
-        reply = self.replies.pop(0)
-        if isinstance(reply, Exception):
-            raise reply
-        return ChatResponse(content=[TextBlock(type="text", text=reply)])
 
 
 def test_invalid_replies_use_up_the_budget():

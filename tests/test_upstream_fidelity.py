@@ -4,8 +4,6 @@ import asyncio
 
 import pytest
 import yaml
-from agentscope.message import TextBlock
-from agentscope.model import ChatModelBase, ChatResponse
 
 from frozenlake.workflow import run_frozen_lake
 from math_bots import main as math_main
@@ -15,6 +13,7 @@ from rftkit import launch
 from rftkit.evaluation import message_text
 
 from conftest import REPO
+from scripted_model import ScriptedModel
 
 PLAN = {"node_num": 1, "gpu_per_node": 8, "engine_num": 4}
 
@@ -96,23 +95,11 @@ def test_math_micro_batches_hold_one_full_length_sequence_not_two(name, tmp_path
     assert config.trainer.max_token_len_per_gpu == config.model.max_model_len
 
 
-class PromptRecorder(ChatModelBase):
-    """Answers every move with no move at all (so an episode uses all 8), recording the prompts."""
-
-    def __init__(self):
-        super().__init__(model_name="recorder", stream=False)
-        self.prompts = []
-
-    async def __call__(self, messages, tools=None, tool_choice=None, structured_model=None, **kwargs):
-        self.prompts.append(messages)
-        return ChatResponse(content=[TextBlock(type="text", text="I am not sure.")])
-
-
 @pytest.mark.parametrize("name", ["frozenlake.yaml", "frozenlake_difficulty.yaml"])
 def test_frozenlake_micro_batches_hold_the_longest_experience_and_no_more_than_needed(name, tmp_path):
     """An experience is one move: its prompt plus one reply. 25,600 tokens a micro-batch ran out of memory."""
     config = validated(name, tmp_path, run_frozen_lake)
-    recorder = PromptRecorder()
+    recorder = ScriptedModel(["I am not sure."] * 8)  # no move: the episode uses all 8
     asyncio.run(run_frozen_lake({"seed": 3, "size": 6, "p": 0.8}, recorder, {}))  # the largest maps
     assert len(recorder.prompts) == 8
     # every token covers at least one character; 16 tokens a message for the chat template's markers
