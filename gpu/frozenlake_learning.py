@@ -38,7 +38,7 @@ from typing import Callable
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # run as a script: the repo's packages
 
-from gpu.smoke import last_line  # noqa: E402
+from gpu.smoke import job_dir, kill_launch, last_line  # noqa: E402
 
 SERVED_NAME = "policy"
 INTERRUPT_GRACE_S = (45, 60)  # seconds after the first and the second SIGINT (see run())
@@ -237,21 +237,17 @@ def interrupt(step: subprocess.Popen) -> None:
             return
         except subprocess.TimeoutExpired:
             log(f"still running {grace} s after a SIGINT")
-    os.killpg(step.pid, signal.SIGKILL)
-    step.wait()
-    from rftkit.launch import ray_cli
-
-    ray_cli("stop", "--force")
+    kill_launch(step)
 
 
 def draw_curves(out: Path) -> None:
     """curves.png (and .md) from the training run's tensorboard files, if it got as far as writing any."""
-    logs = sorted((out / "checkpoints").glob("*/*/monitor/tensorboard"))  # <project>/<name>/monitor/...
-    if not logs:
+    run_dir = job_dir(out / "checkpoints")
+    if run_dir is None:
         log("no training logs to draw curves from")
         return
     try:
-        run([sys.executable, "scripts/plot_runs.py", f"trained={logs[0].parent.parent}", "--scalars", *CURVES,
+        run([sys.executable, "scripts/plot_runs.py", f"trained={run_dir}", "--scalars", *CURVES,
              "--out", str(out / "curves.png")], out / "curves.log")
     except SystemExit as failed:  # never hide the training's own error behind the plot's
         log(f"warning: no curves: {failed}")

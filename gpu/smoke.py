@@ -165,16 +165,22 @@ def train(config: str, command: list[str], log: Path, timeout: float, env: dict 
                 elapsed = time.time() - started
                 print(f"  [{config} {elapsed:4.0f} s] {last_line(log)}", flush=True)
                 if elapsed > timeout:
-                    os.killpg(process.pid, signal.SIGKILL)
-                    process.wait()
-                    # a killed launch leaves the Ray head it started behind (one that ends stops its own,
-                    # and leaves alone a cluster it found running)
-                    from rftkit.launch import ray_cli
-
-                    ray_cli("stop", "--force")
+                    kill_launch(process)
                     code = None
                     break
     return code, time.time() - started
+
+
+def kill_launch(process: subprocess.Popen) -> None:
+    """Kill a launch started in its own session, and the Ray head it started.
+
+    Killed, the launch cannot stop that head itself (one that ends does, and leaves alone a
+    cluster it found running)."""
+    from rftkit.launch import ray_cli
+
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    ray_cli("stop", "--force")
 
 
 def last_line(log: Path) -> str:

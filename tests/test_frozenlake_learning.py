@@ -188,10 +188,11 @@ def test_the_whole_script_runs_with_a_fixture_server_and_a_recorded_run(tmp_path
 
 
 def record_run(out):
-    """A run folder as Trinity leaves it, with three explore steps of every curve's scalar."""
+    """A run folder as Trinity leaves it (its logs, and three explore steps of every curve's scalar)."""
     from torch.utils.tensorboard import SummaryWriter
 
     run = out / "checkpoints" / "AgentScope-FrozenLake" / "frozenlake-grpo"
+    (run / "log").mkdir(parents=True)
     writer = SummaryWriter(str(run / "monitor" / "tensorboard" / "explorer"))
     for step in range(1, 4):
         for tag in learning.CURVES:
