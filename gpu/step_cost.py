@@ -21,8 +21,8 @@ feeds several trainer steps), peak GPU memory per GPU (nvidia-smi) and the train
 allocation; then the time to the first step and an estimate for --estimate-steps explore steps
 (default: FrozenLake 700, math 200), each as long as the slower of the explorer (the wall time
 between explore steps) and the trainer (its time per explore step). `--set KEY=VALUE` changes one
-more setting, for example explorer.runner_per_model, and is recorded. Results go to <out>/<example>.json, also when the
-launch fails (with its exit code and whatever steps it logged).
+more setting, for example explorer.runner_per_model, and is recorded. Results go to
+<out>/<example>.json, also when the launch fails (with its exit code and whatever steps it logged).
 """
 
 from __future__ import annotations
@@ -111,8 +111,9 @@ def summarize(run_dir: Path, launched_at: float, estimate_steps: int) -> dict:
     if len(explore) >= 2:
         gaps = [b[1] - a[1] for a, b in zip(explore, explore[1:])]
         result["wall seconds between explore steps"] = statistics.mean(gaps)
-        train_times = [p.value for p in train if p.step >= 2] or [p.value for p in train]  # step 1: warm-up
-        train_step = statistics.mean(train_times) if train_times else 0.0
+        train_step = result["seconds per step (mean of steps 2..)"]["train step"]
+        if train_step is None:  # the trainer finished only step 1: count it, warm-up and all
+            train_step = statistics.mean(p.value for p in train) if train else 0.0
         result["trainer seconds per explore step"] = train_step * result["trainer steps"] / len(explore)
         # At each weight sync the Explorer waits for the Trainer's step in progress, so over a long
         # run an explore step lasts as long as the slower side; a short run's first gaps (rollouts

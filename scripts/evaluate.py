@@ -123,6 +123,7 @@ class SeedPerCallModel(OpenAIChatModel):
         self.next_seed += 1
         return await super().__call__(*args, **kwargs)
 
+
 @contextlib.contextmanager
 def model_factory(args):
     """Yield `make_model(episode_number)`, one chat model per episode (and keep any local server up meanwhile)."""

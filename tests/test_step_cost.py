@@ -112,3 +112,18 @@ def test_a_failed_launch_still_leaves_its_figures_and_exit_code(tmp_path, monkey
     assert result["exit code"] == 1 and result["settings"] == ["explorer.runner_per_model=64"]
     assert (result["explore steps"], result["trainer steps"]) == (1, 0)
     assert result["seconds per step (mean of steps 2..)"]["rollout wait (explorer)"] is None  # only step 1
+
+
+def test_a_trainer_that_finished_only_step_1_is_counted_with_its_warm_up(tmp_path):
+    run = tmp_path / "run"
+    trainer = SummaryWriter(str(run / "monitor" / "tensorboard" / "trainer"))
+    trainer.add_scalar("time/train_step", 120.0, 1, walltime=1300.0)
+    trainer.close()
+    explorer = SummaryWriter(str(run / "monitor" / "tensorboard" / "explorer"))
+    for step, wall in enumerate([1200.0, 1260.0], start=1):
+        explorer.add_scalar("explorer/time/wait_explore_step", 60.0, step, walltime=wall)
+    explorer.close()
+    result = step_cost.summarize(run, launched_at=1000.0, estimate_steps=10)
+    assert result["seconds per step (mean of steps 2..)"]["train step"] is None
+    assert result["trainer seconds per explore step"] == pytest.approx(120.0 / 2)
+    assert result["seconds per explore step (the slower side)"] == pytest.approx(60.0)
