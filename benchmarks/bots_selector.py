@@ -83,7 +83,7 @@ def build_config(name: str, data: Path, scratch: Path, steps: int):
         "buffer.explorer_input.eval_tasksets.0.path": str(data),
         "buffer.explorer_input.eval_tasksets.0.split": "train",
         "buffer.total_steps": steps,
-        "checkpoint_root_dir": str(scratch / name)}, {"node_num": 1, "gpu_per_node": 2, "engine_num": 1})
+        "checkpoint_root_dir": str(scratch / name)}, launch.plan_cluster(1, 2, 1, None))
     return launch.build_trinity_config(launch.write_yaml(config, scratch / f"{name}.yaml"),
                                        run_react_agent, gsm8k_judge)
 

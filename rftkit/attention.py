@@ -20,9 +20,9 @@ rotary kernels as soon as a package of that name is found, and a stand-in breaks
 
 from __future__ import annotations
 
-import importlib.abc
 import importlib.util
-import sys
+
+from rftkit.import_patch import patch_on_import
 
 ATTN_KEY = "trainer.trainer_config.model.override_config.attn_implementation"
 TRINITY_DEFAULT_ATTN = "flash_attention_2"  # what Trinity 0.6 passes to verl when the key is unset
@@ -69,32 +69,6 @@ def check_attention(config: dict, config_name: str) -> None:
                                                    torch=torch.__version__, key=ATTN_KEY))
 
 
-class _PatchVerlPadding(importlib.abc.MetaPathFinder):
-    """Finds `verl.utils.attention_utils` like the normal import system, then patches it once loaded.
-
-    A finder rather than an import at start-up: the hook runs in every Ray worker
-    (rollout runners and vLLM engines too), and only trainer workers import verl.
-    """
-
-    TARGET = "verl.utils.attention_utils"
-
-    def find_spec(self, name, path, target=None):
-        if name != self.TARGET:
-            return None
-        sys.meta_path.remove(self)  # find the real module without finding ourselves
-        spec = importlib.util.find_spec(name)
-        if spec is None or spec.loader is None:
-            return spec
-        exec_module = spec.loader.exec_module
-
-        def exec_and_patch(module):
-            exec_module(module)
-            use_torch_padding(module)
-
-        spec.loader.exec_module = exec_and_patch
-        return spec
-
-
 def use_torch_padding(attention_utils) -> None:
     """Make verl's padding entry points use its pure-torch helpers instead of flash_attn's."""
     from verl.utils import npu_flash_attn_utils as torch_padding
@@ -105,10 +79,8 @@ def use_torch_padding(attention_utils) -> None:
 
 
 def worker_setup() -> None:
-    """Ray's `worker_process_setup_hook`: verl's padding without flash-attn, where it is absent."""
-    if importlib.util.find_spec("flash_attn") is not None:
-        return
-    if "verl.utils.attention_utils" in sys.modules:
-        use_torch_padding(sys.modules["verl.utils.attention_utils"])
-    elif not any(isinstance(finder, _PatchVerlPadding) for finder in sys.meta_path):
-        sys.meta_path.insert(0, _PatchVerlPadding())
+    """Ray's `worker_process_setup_hook`: verl's padding without flash-attn, where it is absent.
+
+    Applied when verl's module is imported, not now: only trainer workers import verl."""
+    if importlib.util.find_spec("flash_attn") is None:
+        patch_on_import("verl.utils.attention_utils", use_torch_padding)

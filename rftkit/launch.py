@@ -5,7 +5,8 @@ A launch goes:
 1. read the example's YAML, apply the command-line overrides, make relative
    paths absolute (Ray workers do not share our working directory);
 2. size the run to the GPUs: cluster shape, and as many rollout engines as
-   half the GPUs hold (the trainer gets the rest);
+   half the GPUs hold (the trainer gets the rest); on a single GPU, one engine
+   and the trainer share it (Trinity's `colocate` mode, `rftkit.colocate`);
 3. `--dry-run`: check the data splits that exist here, convert the config
    exactly as tune() does (agentscope's conversion, then Trinity's
    `check_and_update`) and print a summary: no Ray, no GPU;
@@ -36,13 +37,13 @@ from typing import Any, Callable
 
 import yaml
 
-from rftkit import attention, supervise
+from rftkit import attention, colocate, supervise
 from rftkit.files import atomic_paths, check_writable
 from rftkit.inputs import InputError
 
 NO_GPU_MESSAGE = """\
 error: training needs CUDA GPUs and none were found on this machine or in a running Ray cluster.
-Trinity-RFT runs vLLM rollout engines and an FSDP trainer on GPUs (at least 2 in all); see
+Trinity-RFT runs vLLM rollout engines and an FSDP trainer on GPUs (one GPU can hold both); see
 README.md, "Training on GPUs". To check the full training config on this machine, add --dry-run."""
 
 PLUGIN_DIR = Path(__file__).resolve().parent / "trinity_plugins"
@@ -131,9 +132,14 @@ def absolute(path: str, maybe_hub_id: bool = False) -> str:
     return str(candidate.resolve())
 
 
-def plan_cluster(nodes: int, gpus_per_node: int, tensor_parallel: int, engines: int | None) -> dict[str, int]:
-    """Cluster shape and rollout engine count for `nodes` x `gpus_per_node` GPUs."""
+def plan_cluster(nodes: int, gpus_per_node: int, tensor_parallel: int, engines: int | None) -> dict:
+    """Cluster shape, rollout engine count and Trinity mode for `nodes` x `gpus_per_node` GPUs."""
     total = nodes * gpus_per_node
+    if total == 1:  # the engine and the trainer take turns on the one GPU
+        if tensor_parallel != 1 or engines not in (None, 1):
+            raise ValueError(f"one GPU holds one rollout engine of one GPU beside the trainer; got "
+                             f"{engines or 1} engine(s) x tensor_parallel_size {tensor_parallel}")
+        return {"node_num": 1, "gpu_per_node": 1, "engine_num": 1, "mode": "colocate"}
     if engines is None:
         engines = max(1, int(total * EXPLORER_SHARE) // tensor_parallel)
     if engines < 1:
@@ -141,7 +147,7 @@ def plan_cluster(nodes: int, gpus_per_node: int, tensor_parallel: int, engines: 
     if engines * tensor_parallel >= total:
         raise ValueError(f"{engines} rollout engine(s) x {tensor_parallel} GPU(s) leave none of the {total} "
                          f"GPU(s) for the trainer; use --engines or more GPUs")
-    return {"node_num": nodes, "gpu_per_node": gpus_per_node, "engine_num": engines}
+    return {"node_num": nodes, "gpu_per_node": gpus_per_node, "engine_num": engines, "mode": "both"}
 
 
 def load_yaml(path: str | Path) -> dict:
@@ -161,7 +167,7 @@ def load_yaml(path: str | Path) -> dict:
     return config
 
 
-def resolve_config(config: dict, overrides: dict[str, Any], plan: dict[str, int],
+def resolve_config(config: dict, overrides: dict[str, Any], plan: dict,
                    config_file: str = "the config") -> dict:
     """The YAML mapping tune() will load: overrides and cluster plan applied, paths absolute.
 
@@ -184,6 +190,15 @@ def resolve_config(config: dict, overrides: dict[str, Any], plan: dict[str, int]
         taskset["path"] = absolute(taskset["path"])
     config.setdefault("cluster", {}).update(node_num=plan["node_num"], gpu_per_node=plan["gpu_per_node"])
     set_key(config, "explorer.rollout_model.engine_num", plan["engine_num"])
+    if plan["mode"] == "colocate":
+        config["mode"] = "colocate"
+        rollout = config["explorer"]["rollout_model"]
+        # At or under Trinity's cap, so that its validator leaves the GPU choice below alone (above
+        # the cap it also sets the engine's GPU to "0", the machine's first, whatever Ray was given).
+        rollout["gpu_memory_utilization"] = min(rollout.get("gpu_memory_utilization", 1.0),
+                                                colocate.ENGINE_MEMORY_SHARE)
+        # The engine reserves no Ray GPU, so Ray does not choose its device: name the one we counted.
+        rollout["cuda_visible_devices"] = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0]
     return config
 
 
@@ -290,7 +305,9 @@ def summarize(config) -> str:
         f"operators       {operators or 'none'} (then the algorithm's advantage)",
         f"cluster         {config.cluster.node_num} node(s) x {config.cluster.gpu_per_node} GPU(s): "
         f"{rollout.engine_num} rollout engine(s) x {rollout.tensor_parallel_size} GPU, "
-        f"trainer {config.cluster.trainer_gpu_num} GPU(s)",
+        f"trainer {config.cluster.trainer_gpu_num} GPU(s)"
+        + (f", on the same GPU (colocate; engine memory {rollout.gpu_memory_utilization:g})"
+           if config.mode == "colocate" else ""),
         "micro-batches   " + (f"dynamic, up to {config.trainer.max_token_len_per_gpu} tokens per GPU"
                                  if config.trainer.use_dynamic_bsz else "fixed size")
         # without padding removal every row is padded to the micro-batch's longest: more than the budget
@@ -337,13 +354,15 @@ def connect_ray(trinity_config) -> None:
     Trinity calls ray.init() with `ignore_reinit_error`, so this connection, made
     first with the same namespace and environment, is the one the run uses. The
     hook (`rftkit.attention.worker_setup`) lets verl's trainer workers run
-    without flash-attn.
+    without flash-attn; on one GPU (`rftkit.colocate.worker_setup`) it also
+    keeps the rollout engine from reserving the GPU the trainer needs.
     """
     import ray
 
+    hook = colocate.worker_setup if trinity_config.mode == "colocate" else attention.worker_setup
     ray.init(address=trinity_config.cluster.ray_address, namespace=trinity_config.ray_namespace,
              runtime_env={"env_vars": trinity_config.get_envs(),
-                          "worker_process_setup_hook": "rftkit.attention.worker_setup"})
+                          "worker_process_setup_hook": f"{hook.__module__}.{hook.__name__}"})
 
 
 def ensure_ray() -> bool:

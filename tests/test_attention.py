@@ -67,6 +67,7 @@ class Config:  # the fields of Trinity's config that connect_ray reads
     class cluster:
         ray_address = "local"
     ray_namespace = "attention-test"
+    mode = "both"
     def get_envs(self):
         return {}
 

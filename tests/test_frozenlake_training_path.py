@@ -72,20 +72,20 @@ def test_dry_run_surfaces_trinity_validation_errors(tmp_path, capsys):
     (1, 2, 1, None, 1), (1, 8, 1, None, 4), (1, 8, 2, None, 2), (2, 8, 1, None, 8), (1, 8, 1, 6, 6)])
 def test_rollout_engines_are_sized_to_the_gpus(nodes, gpus, tp, engines, expected):
     plan = launch.plan_cluster(nodes, gpus, tp, engines)
-    assert plan == {"node_num": nodes, "gpu_per_node": gpus, "engine_num": expected}
+    assert plan == {"node_num": nodes, "gpu_per_node": gpus, "engine_num": expected, "mode": "both"}
 
 
 def test_a_plan_that_starves_the_trainer_is_refused():
     with pytest.raises(ValueError, match="none of the 2"):
         launch.plan_cluster(1, 2, 1, 2)
-    with pytest.raises(ValueError, match="none of the 1"):
-        launch.plan_cluster(1, 1, 1, None)
+    with pytest.raises(ValueError, match="none of the 4"):
+        launch.plan_cluster(1, 4, 2, 2)
 
 
 def test_resolved_config_has_absolute_paths_and_keeps_hub_ids(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     raw = launch.load_yaml(REPO / "configs" / "frozenlake.yaml")
-    plan = {"node_num": 1, "gpu_per_node": 4, "engine_num": 2}
+    plan = {"node_num": 1, "gpu_per_node": 4, "engine_num": 2, "mode": "both"}
     config = launch.resolve_config(raw, {"checkpoint_root_dir": "runs"}, plan)
     assert config["checkpoint_root_dir"] == str(tmp_path / "runs")
     assert config["buffer"]["explorer_input"]["taskset"]["path"] == str(tmp_path / "data" / "frozenlake")
@@ -160,7 +160,7 @@ def test_bots_config_builds_its_selector_on_the_generated_maps(frozenlake_data, 
     config = launch.resolve_config(raw, {"buffer.explorer_input.taskset.path": str(frozenlake_data),
                                          "buffer.explorer_input.eval_tasksets.0.path": str(frozenlake_data),
                                          "checkpoint_root_dir": str(tmp_path)},
-                                   {"node_num": 1, "gpu_per_node": 2, "engine_num": 1})
+                                   launch.plan_cluster(1, 2, 1, None))
     trinity_config = launch.build_trinity_config(launch.write_yaml(config, tmp_path / "c.yaml"), run_frozen_lake)
     scheduler = get_taskset_scheduler({}, trinity_config)
     selector = scheduler.tasksets[0].reader.selector

@@ -16,8 +16,7 @@ from gpu import smoke
 from conftest import REPO, dry_run
 
 
-needs_gpus = pytest.mark.skipif(torch.cuda.device_count() < 2,
-                               reason="needs 2 or more CUDA GPUs (README: GPU smoke test)")
+needs_gpus = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (README: GPU smoke test)")
 
 
 def smoke_on_gpus(out, *flags):
@@ -127,11 +126,11 @@ def test_make_data_writes_both_examples_through_the_project_scripts(tmp_path):
     assert pq.read_metadata(tmp_path / "data" / "math" / "aime24" / "test.parquet").num_rows == 8
 
 
-@pytest.mark.skipif(torch.cuda.device_count() >= 2, reason="this machine has GPUs")
-def test_without_two_gpus_the_smoke_refuses_with_a_message(tmp_path):
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
+def test_without_a_gpu_the_smoke_refuses_with_a_message(tmp_path):
     result = subprocess.run([sys.executable, "gpu/smoke.py", "--out", str(tmp_path)], cwd=REPO,
                             capture_output=True, text=True, env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
-    assert result.returncode == 2 and "at least 2 CUDA GPUs" in result.stderr
+    assert result.returncode == 2 and "needs a CUDA GPU" in result.stderr
 
 
 @pytest.mark.parametrize("fault", list(smoke.FAULTS))

@@ -69,7 +69,7 @@ def bots_config(tmp_path):
         "buffer.explorer_input.taskset.path": str(tmp_path / "train"),
         "buffer.explorer_input.eval_tasksets.0.path": str(tmp_path / "test"),
         "buffer.explorer_input.eval_tasksets.0.split": "test",
-        "checkpoint_root_dir": str(tmp_path / "ckpt")}, {"node_num": 1, "gpu_per_node": 2, "engine_num": 1})
+        "checkpoint_root_dir": str(tmp_path / "ckpt")}, launch.plan_cluster(1, 2, 1, None))
     return launch.build_trinity_config(launch.write_yaml(config, tmp_path / "config.yaml"),
                                        run_react_agent, gsm8k_judge)
 

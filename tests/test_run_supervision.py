@@ -89,7 +89,7 @@ def trinity_config(tmp_path):
     """The validated config of a 2-step FrozenLake run, checkpoints under tmp_path."""
     raw = launch.load_yaml(REPO / "configs" / "frozenlake.yaml")
     config = launch.resolve_config(raw, {"checkpoint_root_dir": str(tmp_path), "buffer.total_steps": 2},
-                                   {"node_num": 1, "gpu_per_node": 2, "engine_num": 1})
+                                   launch.plan_cluster(1, 2, 1, None))
     return launch.validate(config, run_frozen_lake)
 
 

@@ -15,7 +15,7 @@ from rftkit.evaluation import message_text
 from conftest import REPO
 from scripted_model import ScriptedModel
 
-PLAN = {"node_num": 1, "gpu_per_node": 8, "engine_num": 4}
+PLAN = launch.plan_cluster(1, 8, 1, None)  # 4 engines
 
 
 def validated(name, tmp_path, workflow, judge=None, overrides=None):

@@ -1,0 +1,69 @@
+"""Training on one GPU: Trinity-RFT's `colocate` mode, with the fix it needs to start in 0.6.0.
+
+On a single GPU Trinity runs its one vLLM engine and the FSDP trainer side by side on the
+same device: the engine is held to a quarter of the GPU's memory and is pointed at the GPU
+by `explorer.rollout_model.cuda_visible_devices`, and the weights reach it through Ray's
+object store after each step (sync method `memory`) instead of NCCL.
+
+Trinity-RFT 0.6.0 never gets that far. Its engine allocator asks Ray for a whole GPU for the
+engine (in a placement group), and the trainer's worker asks for the same, only, GPU: the
+second request waits forever and the run hangs before its first step (Trinity-RFT issue
+#602, fixed after 0.6.0). Before 0.6 the colocated engine asked Ray for no GPU, and that is
+what `worker_setup`, Ray's worker_process_setup_hook for colocated runs, restores: in every
+worker that imports the allocator, the engines it creates reserve CPUs only. It changes
+nothing else, and nothing where the allocator already asks for no GPU.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+from rftkit import attention
+from rftkit.import_patch import patch_on_import
+
+ALLOCATOR = "trinity.common.models.allocator"
+# Trinity's own cap on the colocated engine's share of GPU memory (its config validator
+# lowers anything above it); the trainer has the rest.
+ENGINE_MEMORY_SHARE = 0.25
+
+
+class _ActorsWithoutGpu:
+    """The `ray` module as the allocator sees it, except that the actors it creates reserve no GPU."""
+
+    def __init__(self, ray: ModuleType):
+        self._ray = ray
+
+    def __getattr__(self, name: str):
+        return getattr(self._ray, name)
+
+    def remote(self, actor_class):
+        remote_class = self._ray.remote(actor_class)
+
+        class WithoutGpu:
+            @staticmethod
+            def options(**options):
+                return remote_class.options(**{**options, "num_gpus": 0})
+
+        return WithoutGpu
+
+
+def engines_reserve_no_gpu(allocator: ModuleType) -> None:
+    """Make Trinity's allocator module create engines, and their placement-group bundles, without a Ray GPU."""
+    if isinstance(allocator.ray, _ActorsWithoutGpu):
+        return
+    allocate_bundles = allocator.Allocator.allocate_bundles
+
+    def bundles_without_gpu(self):
+        result = allocate_bundles(self)
+        for bundle in result.bundles:
+            bundle.pop("GPU", None)
+        return result
+
+    allocator.Allocator.allocate_bundles = bundles_without_gpu
+    allocator.ray = _ActorsWithoutGpu(allocator.ray)
+
+
+def worker_setup() -> None:
+    """Ray's `worker_process_setup_hook` for a colocated run: the attention setup, and engines without a Ray GPU."""
+    attention.worker_setup()
+    patch_on_import(ALLOCATOR, engines_reserve_no_gpu)

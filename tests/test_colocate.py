@@ -1,0 +1,103 @@
+"""One GPU: the launcher's colocate plan, and the fix that lets Trinity 0.6.0's colocated engine start.
+
+The scheduling test runs Trinity's own Allocator in a real (CPU) Ray cluster that is told it
+has one GPU, with the trainer's placement group already holding it, as verl's worker does on
+a one-GPU machine. Only the vLLM engine class is a fixture: it records what Ray gave it.
+"""
+
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from frozenlake import main as frozenlake_main
+from rftkit import colocate, launch
+
+REPO = launch.Path(__file__).resolve().parent.parent
+
+
+def test_one_gpu_is_planned_as_colocate_and_other_shapes_are_refused():
+    assert launch.plan_cluster(1, 1, 1, None) == {"node_num": 1, "gpu_per_node": 1, "engine_num": 1,
+                                                  "mode": "colocate"}
+    assert launch.plan_cluster(1, 1, 1, 1)["mode"] == "colocate"
+    with pytest.raises(ValueError, match="one GPU holds one rollout engine"):
+        launch.plan_cluster(1, 1, 1, 2)
+    with pytest.raises(ValueError, match="tensor_parallel_size 2"):
+        launch.plan_cluster(1, 1, 2, None)
+    assert launch.plan_cluster(2, 1, 1, None)["mode"] == "both"  # two one-GPU nodes: one each
+
+
+def test_dry_run_on_one_gpu_validates_a_colocated_run(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5")  # the engine must go where the trainer goes
+    code = frozenlake_main.main(["--dry-run", "--gpus", "1", "--attn", "sdpa", "--checkpoint-dir", str(tmp_path),
+                                 "--set", "explorer.rollout_model.gpu_memory_utilization=0.2"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "(mode colocate)" in out
+    assert "on the same GPU (colocate; engine memory 0.2)" in out
+    assert "sync            memory" in out  # Trinity's choice: no NCCL between processes on one GPU
+
+    raw = launch.load_yaml(REPO / "configs" / "frozenlake.yaml")
+    config = launch.resolve_config(raw, {"checkpoint_root_dir": str(tmp_path)}, launch.plan_cluster(1, 1, 1, None))
+    validated = launch.validate(config, frozenlake_main.run_frozen_lake)
+    rollout = validated.explorer.rollout_model
+    assert validated.mode == "colocate" and validated.synchronizer.sync_method.value == "memory"
+    assert rollout.gpu_memory_utilization == colocate.ENGINE_MEMORY_SHARE  # the config's 0.9 default, capped
+    assert rollout.cuda_visible_devices == "3", "Trinity's validator must not put the engine back on GPU 0"
+    assert "mode" not in yaml.safe_load((REPO / "configs" / "frozenlake.yaml").read_text())
+
+
+ALLOCATE_ON_ONE_GPU = """
+import asyncio, functools, os, sys, types
+import ray
+from ray.util.placement_group import placement_group
+from rftkit.launch import connect_ray
+
+ray.init = functools.partial(ray.init, num_cpus=4, num_gpus=1)  # Ray counts GPUs: this CPU cluster has one
+class Config:  # the fields of Trinity's config that connect_ray reads
+    class cluster:
+        ray_address = "local"
+    ray_namespace = "colocate-test"
+    mode = MODE
+    def get_envs(self):
+        return {}
+connect_ray(Config())
+trainer = placement_group([{"CPU": 1, "GPU": 1}])  # what verl's trainer worker reserves
+ray.get(trainer.ready())
+
+class FixtureEngine:  # stands for vLLMRolloutModel: reports what Ray gave it
+    def __init__(self, config):
+        pass
+    async def prepare(self):
+        pass
+    async def get_api_server_url(self):
+        return None
+    def gpu_ids(self):
+        return ray.get_gpu_ids()
+
+@ray.remote
+class Explorer:  # stands for Trinity's Explorer actor, which creates the engines
+    def create_engines(self):
+        sys.modules["trinity.common.models.vllm_model"] = types.SimpleNamespace(vLLMRolloutModel=FixtureEngine)
+        from trinity.common.config import ExplorerConfig, InferenceModelConfig
+        from trinity.common.models.allocator import Allocator
+        rollout = InferenceModelConfig(model_path="m", engine_num=1, gpu_per_engine=1, ray_namespace="colocate-test")
+        models, _ = asyncio.run(Allocator(ExplorerConfig(rollout_model=rollout)).create_all_models())
+        return ray.get(models[0].model.gpu_ids.remote())
+
+try:
+    print("engine GPUs:", ray.get(Explorer.remote().create_engines.remote(), timeout=TIMEOUT))
+except ray.exceptions.GetTimeoutError:
+    print("engine never started")
+ray.shutdown()
+"""
+
+
+@pytest.mark.parametrize("mode,expected", [("colocate", "engine GPUs: []"), ("both", "engine never started")])
+def test_the_colocated_engine_starts_beside_a_trainer_holding_the_only_gpu(mode, expected):
+    """Without the hook, Trinity 0.6.0's allocator waits forever for a second GPU (Trinity issue #602)."""
+    code = ALLOCATE_ON_ONE_GPU.replace("MODE", repr(mode)).replace("TIMEOUT", "60" if mode == "colocate" else "20")
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=240)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert expected in result.stdout, result.stdout[-2000:] + result.stderr[-2000:]
