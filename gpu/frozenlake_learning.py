@@ -15,7 +15,10 @@ MODEL is a Hugging Face model folder, or a GGUF file, which transformers turns i
 3. serve the last checkpoint and evaluate it the same way;
 4. draw the training curves (`rollout/success/mean`, `rollout/invalid_actions/mean`,
    `rollout/env_steps/mean`, `sample/model_version/mean`) with scripts/plot_runs.py, and the two
-   evaluations side by side (before_after.png and before_after.md).
+   evaluations side by side (before_after.png and before_after.md), with a map-by-map sign test:
+   both evaluations play the same maps with the same seeds.
+
+`--report-only` redraws step 4's comparison from <out>/before and <out>/after and runs nothing.
 
 Each step's output goes to <out>; a step that fails stops the script with its log's last lines.
 """
@@ -253,10 +256,33 @@ def draw_curves(out: Path) -> None:
         log(f"warning: no curves: {failed}")
 
 
-def compare(before: dict, after: dict, out: Path) -> str:
-    """before_after.md (returned) and before_after.png from two evaluate.py reports."""
+def map_by_map(before: list[dict], after: list[dict]) -> tuple[int, int, int]:
+    """Maps where the second evaluation reached the goal more often, less often, as often, from episodes.jsonl rows."""
+    def goals(episodes: list[dict]) -> dict[str, float]:
+        per_map: dict[str, float] = {}
+        for episode in episodes:
+            uid = episode["task"]["uid"]
+            per_map[uid] = per_map.get(uid, 0.0) + episode["metrics"]["success"]
+        return per_map
+
+    first, second = goals(before), goals(after)
+    if first.keys() != second.keys():
+        raise SystemExit("error: the two evaluations did not play the same maps; no map-by-map comparison")
+    better = sum(second[uid] > first[uid] for uid in first)
+    worse = sum(second[uid] < first[uid] for uid in first)
+    return better, worse, len(first) - better - worse
+
+
+def compare(before_dir: Path, after_dir: Path, out: Path) -> str:
+    """before_after.md (returned) and before_after.png from two evaluate.py output folders."""
+    from rftkit.evaluation import sign_test
     from rftkit.files import atomic_paths
     from rftkit.plots import plt, save_png
+
+    before, after = (json.loads((d / "report.json").read_text()) for d in (before_dir, after_dir))
+    episodes = [[json.loads(line) for line in (d / "episodes.jsonl").read_text().splitlines()]
+                for d in (before_dir, after_dir)]
+    better, worse, same = map_by_map(*episodes)
 
     def row(name: str, r: dict) -> str:
         low, high = r["success_rate_ci95"]
@@ -271,6 +297,8 @@ def compare(before: dict, after: dict, out: Path) -> str:
     for name, r in (("before", before), ("after", after)):
         cells = [f"{r['by_size'][s]['rate']:.2f}" if s in r["by_size"] else "-" for s in sizes]
         table.append(f"| {name} | " + " | ".join(cells) + " |")
+    table += ["", f"Map by map (same maps, same seeds): after reached the goal more often on {better} maps, "
+                  f"less often on {worse}, as often on {same}; two-sided sign test p = {sign_test(better, worse):.2g}."]
     text = "\n".join(table) + "\n"
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
@@ -298,7 +326,7 @@ def compare(before: dict, after: dict, out: Path) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("model", type=Path, help="HF model folder, or a .gguf file to convert")
+    parser.add_argument("model", type=Path, nargs="?", help="HF model folder, or a .gguf file to convert")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--data", type=Path, default=REPO / "data" / "frozenlake",
                         help="train and test splits (default: %(default)s, generated if missing)")
@@ -314,7 +342,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-model-len", type=int, default=25600, help="vLLM context, as in training")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="passed to the launcher")
     parser.add_argument("--skip-before", action="store_true", help="reuse <out>/before/report.json")
+    parser.add_argument("--report-only", action="store_true",
+                        help="only redraw before_after.{md,png} from <out>/before and <out>/after")
     args = parser.parse_args(argv)
+    if args.report_only:
+        print(compare(args.out / "before", args.out / "after", args.out), flush=True)
+        return 0
+    if args.model is None:
+        parser.error("model: required unless --report-only")
     if args.steps is None and args.minutes is None:
         parser.error("give --steps, --minutes, or both")
     if not args.model.exists():
@@ -347,8 +382,7 @@ def main(argv: list[str] | None = None) -> int:
         log(f"evaluating {trained}")
         run(evaluate_command(url, data, out / "after", args.repeats, args.max_tokens), out / "eval_after.log")
 
-    reports = [json.loads((out / name / "report.json").read_text()) for name in ("before", "after")]
-    print(compare(*reports, out), flush=True)
+    print(compare(out / "before", out / "after", out), flush=True)
     log(f"done in {time.time() - started:.0f} s: {out}/before_after.png, {out}/curves.png")
     return 0
 

@@ -59,6 +59,16 @@ def wilson_interval(successes: float, trials: int, z: float = 1.96) -> tuple[flo
     return max(0.0, min(rate, centre - half)), min(1.0, max(rate, centre + half))
 
 
+def sign_test(wins: int, losses: int) -> float:
+    """Two-sided exact sign test: how likely a split at least this uneven is if wins and losses were
+    equally likely (ties left out). For paired comparisons, such as the same maps before and after training."""
+    trials = wins + losses
+    if trials == 0:
+        return 1.0
+    tail = sum(math.comb(trials, k) for k in range(min(wins, losses) + 1)) / 2 ** trials
+    return min(1.0, 2 * tail)
+
+
 async def run_episodes(
     tasks: list[dict],
     play: Callable[[dict, ChatModelBase], Awaitable[dict[str, Any]]],

@@ -101,7 +101,7 @@ def test_attn_flag_and_set_overrides_reach_the_validated_config(tmp_path, capsys
     out = capsys.readouterr().out
     assert code == 0
     assert "attention       sdpa (trainer), padding removal False" in out
-    assert "up to 8192 tokens per GPU, each row padded to the micro-batch's longest" in out
+    assert "up to 4096 tokens per GPU, each row padded to the micro-batch's longest" in out
     assert "group 2, batch 4 tasks (8 experiences)" in out
 
 

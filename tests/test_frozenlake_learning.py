@@ -123,12 +123,39 @@ def test_before_and_after_are_compared_from_real_reports(tmp_path, frozenlake_da
                         "--data", str(frozenlake_data), "--limit", "20", "--out", str(tmp_path / name)],
                        cwd=REPO, check=True, capture_output=True, timeout=300)
         reports[name] = json.loads((tmp_path / name / "report.json").read_text())
-    text = learning.compare(reports["before"], reports["after"], tmp_path)
+    text = learning.compare(tmp_path / "before", tmp_path / "after", tmp_path)
     assert (tmp_path / "before_after.png").stat().st_size > 1000
     assert (tmp_path / "before_after.md").read_text() == text
     assert f"| after | {reports['after']['success_rate']:.3f}" in text and "| after | 1.000" in text
     assert f"| before | {reports['before']['success_rate']:.3f}" in text
     assert "| map size |" in text
+    # the oracle solves every map: it is better wherever the random walk failed, worse nowhere
+    before_goals = {}
+    for line in (tmp_path / "before" / "episodes.jsonl").read_text().splitlines():
+        episode = json.loads(line)
+        uid = episode["task"]["uid"]
+        before_goals[uid] = before_goals.get(uid, 0) + episode["metrics"]["success"]
+    better = sum(goals == 0 for goals in before_goals.values())
+    assert 0 < better < 20
+    assert f"more often on {better} maps, less often on 0, as often on {20 - better};" in text
+    assert learning.main(["--out", str(tmp_path), "--report-only"]) == 0  # redrawn from the folders alone
+    assert (tmp_path / "before_after.md").read_text() == text
+
+
+def test_the_sign_test_matches_its_binomial_tails():
+    from rftkit.evaluation import sign_test
+
+    assert sign_test(0, 0) == 1.0 and sign_test(3, 3) == 1.0
+    assert sign_test(5, 0) == pytest.approx(2 / 32)  # all five the same way: 2 x (1/2)^5
+    assert sign_test(8, 2) == sign_test(2, 8) == pytest.approx(2 * (1 + 10 + 45) / 1024)
+
+
+def test_map_by_map_needs_the_same_maps():
+    episode = {"task": {"uid": "a"}, "metrics": {"success": 1.0}}
+    other = {"task": {"uid": "b"}, "metrics": {"success": 0.0}}
+    assert learning.map_by_map([episode], [dict(episode, metrics={"success": 0.0})]) == (0, 1, 0)
+    with pytest.raises(SystemExit, match="same maps"):
+        learning.map_by_map([episode], [other])
 
 
 def test_the_wilson_interval_holds_the_rate_at_both_ends():
