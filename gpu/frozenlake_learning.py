@@ -196,20 +196,30 @@ def wait_for_free_gpus(timeout: float = 120, interval: float = 3,
     return True
 
 
+def hear_sigint() -> None:
+    """Run in a step's process before it starts: SIGINT back to its default action.
+
+    A background job of a non-interactive shell (`setsid nohup python3 gpu/... &`, as on the
+    GPU machine) starts with SIGINT ignored, and every process below it inherits that, so a
+    Python step installs no KeyboardInterrupt handler: the time limit's SIGINT then did nothing
+    and the run was killed 105 s later. With the default action restored, Python handles it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def run(command: list[str], log_file: Path, minutes: float | None = None) -> bool:
     """Run a step, its output to `log_file` and its last line here every 30 s; True if it was interrupted.
 
     A step that fails stops the script with the log's end. With `minutes` (the training launch), the
-    step is interrupted once that much time has passed, as Ctrl-C would: on the first SIGINT Trinity's
-    launcher asks the Explorer and the Trainer to shut down (each closes its tensorboard files) and
-    waits for both, for up to sync_timeout; a second SIGINT cuts that wait short. Then the launcher
-    stops the Ray head it started, which frees the GPUs for the evaluation that follows."""
+    step is interrupted once that much time has passed, as Ctrl-C would: the launch stops the Ray head
+    it started (its actors with it, which frees the GPUs for the evaluation that follows) and exits;
+    a second SIGINT, then a kill, if it lingers. The trainer's last completed checkpoint is the result."""
     log(f"$ {' '.join(command[1:])}  (log: {log_file})")
     started = time.monotonic()
     deadline = None if minutes is None else started + minutes * 60
     with open(log_file, "w") as out:
         # its own session, so that interrupt() can take down all of it; Ctrl-C here is passed on below
-        step = subprocess.Popen(command, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        step = subprocess.Popen(command, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                                preexec_fn=hear_sigint)
         try:
             while True:
                 wait = PROGRESS_S if deadline is None else min(PROGRESS_S, max(0.0, deadline - time.monotonic()))

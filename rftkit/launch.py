@@ -16,7 +16,8 @@ A launch goes:
    a local head if not, and stop it afterwards) and connect to it as Trinity
    would, plus a per-worker setup hook; call tune() under a watchdog that
    ends the run on the first fatal error in its logs, and decide success from
-   what the run reached, not from tune()'s status alone (`rftkit.supervise`).
+   what the run reached, not from tune()'s status alone (`rftkit.supervise`);
+   Ctrl-C ends the run with exit code 130.
 
 Bad input (a YAML, a key, a model or data path) ends the program with an
 `rftkit.inputs.InputError` before anything is written or started.
@@ -452,6 +453,11 @@ def launch(args: argparse.Namespace, workflow_func: Callable, judge_func: Callab
         with supervise.Watchdog(trinity_config.log.save_dir, lambda: supervise.kill_trinity_actors(trinity_config),
                                 give_up) as watchdog:
             status = tune(workflow_func=workflow_func, judge_func=judge_func, config_path=str(path))
+    except KeyboardInterrupt:  # Ctrl-C: the run's actors end with this driver (and with Ray, if we started it)
+        _, trainer_step = supervise.reached_steps(trinity_config)
+        print(f"interrupted: the trainer's last saved state is step {trainer_step}; checkpoints in "
+              f"{trinity_config.checkpoint_job_dir}", file=sys.stderr, flush=True)
+        return 130
     finally:
         if started_ray:  # leave the machine as we found it
             ray_cli("stop")

@@ -94,6 +94,26 @@ def test_training_past_its_time_budget_is_interrupted_like_ctrl_c(tmp_path, monk
         ["training", "shutting down the actors", "stopping the Ray head"]
 
 
+def test_the_time_limit_reaches_a_step_even_when_the_script_was_started_with_sigint_ignored(tmp_path):
+    """Seen on the GPU machine: started as a background job (`setsid nohup ... &`), SIGINT was ignored all
+    the way down, and the launch sat through both SIGINTs until it was killed."""
+    step = ("import time\n"
+            "try:\n    print('training', flush=True); time.sleep(60)\n"
+            "except KeyboardInterrupt:\n    print('interrupted', flush=True)\n")
+    script = ("import signal, sys, time\n"
+              "signal.signal(signal.SIGINT, signal.SIG_IGN)  # what a background job of a script starts with\n"
+              "from gpu import frozenlake_learning as learning\n"
+              "learning.gpu_processes = lambda: []\n"
+              "learning.INTERRUPT_GRACE_S = (20, 20)\n"
+              f"started = time.monotonic()\n"
+              f"learning.run([sys.executable, '-c', {step!r}], learning.Path({str(tmp_path / 'train.log')!r}), 2 / 60)\n"
+              "print('took', round(time.monotonic() - started))\n")
+    result = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert (tmp_path / "train.log").read_text().splitlines() == ["training", "interrupted"]
+    assert int(result.stdout.split("took")[-1]) < 15  # the first SIGINT did it, not the kill after 40 s
+
+
 def test_ctrl_c_on_the_script_is_passed_on_to_the_step_in_its_own_session(tmp_path, monkeypatch):
     def pressed_ctrl_c(log_file):  # the first progress line is where the script is when Ctrl-C comes
         raise KeyboardInterrupt

@@ -187,3 +187,55 @@ def test_a_hung_run_with_a_dead_explorer_exits_nonzero_within_seconds(tmp_path, 
     assert time.monotonic() - started < 60
     err = capsys.readouterr().err
     assert "error: training failed: Error in Explorer: ModuleNotFoundError: No module named 'aiosqlite'" in err
+
+
+CTRL_C_DURING_TRAINING = """
+import sys, time
+import agentscope.tuner, ray, yaml
+from frozenlake.workflow import run_frozen_lake
+from rftkit import launch
+
+@ray.remote
+class Trainer:
+    def train(self):
+        time.sleep(3600)
+
+def tune(config_path, **kwargs):  # Trinity's both(): wait for the Explorer and the Trainer in ray.wait
+    trinity_config = launch.validate(yaml.safe_load(open(config_path)), run_frozen_lake)
+    trainer = Trainer.options(name=trinity_config.trainer.name, namespace=trinity_config.ray_namespace).remote()
+    print("training", flush=True)
+    ray.wait([trainer.train.remote()], num_returns=1)
+
+launch.detect_cluster = lambda: (1, 2)
+launch.ensure_ray = lambda: False
+launch.connect_ray = lambda trinity_config: ray.init(namespace=trinity_config.ray_namespace, num_cpus=2,
+                                                     include_dashboard=False, logging_level="ERROR")
+agentscope.tuner.tune = tune
+parser = launch.argparse.ArgumentParser()
+launch.add_arguments(parser, default_config="configs/frozenlake.yaml")
+code = launch.launch(parser.parse_args(["--checkpoint-dir", sys.argv[1], "--attn", "sdpa"]), run_frozen_lake)
+print("exit code", code, flush=True)
+"""
+
+
+def test_ctrl_c_during_training_ends_the_launch_with_130_and_the_last_saved_step(tmp_path):
+    import signal
+    import subprocess
+    import sys
+
+    process = subprocess.Popen([sys.executable, "-c", CTRL_C_DURING_TRAINING, str(tmp_path)], cwd=REPO,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        for line in process.stdout:  # wait until tune() sits in ray.wait
+            if line.strip() == "training":
+                break
+        time.sleep(3)
+        process.send_signal(signal.SIGINT)
+        started = time.monotonic()
+        out, err = process.communicate(timeout=90)
+    finally:
+        process.kill()
+    assert time.monotonic() - started < 60
+    assert "exit code 130" in out, err[-3000:]
+    assert "interrupted: the trainer's last saved state is step 0; checkpoints in" in err
+    assert "Traceback" not in err
