@@ -24,3 +24,15 @@ def dry_run(command: list[str], gpus: int = 2, env: dict | None = None) -> str:
                             timeout=300, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     return result.stdout
+
+
+def write_scalars(run: Path, side: str, series: dict[str, list[tuple]]) -> None:
+    """Tensorboard files as Trinity's monitor writes them, in <run>/monitor/tensorboard/<side> (explorer, trainer):
+    each tag's (step, value) or (step, value, wall time) points."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    writer = SummaryWriter(str(run / "monitor" / "tensorboard" / side))
+    for tag, points in series.items():
+        for step, value, *wall_time in points:
+            writer.add_scalar(tag, value, step, walltime=wall_time[0] if wall_time else None)
+    writer.close()

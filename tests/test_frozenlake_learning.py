@@ -10,7 +10,7 @@ import pytest
 
 from gpu import frozenlake_learning as learning
 
-from conftest import REPO, dry_run
+from conftest import REPO, dry_run, write_scalars
 
 
 def test_a_gguf_becomes_an_hf_model_that_transformers_loads_and_chats_with(tmp_path):
@@ -236,15 +236,9 @@ def test_the_whole_script_runs_with_a_fixture_server_and_a_recorded_run(tmp_path
 
 def record_run(out):
     """A run folder as Trinity leaves it (its logs, and three explore steps of every curve's scalar)."""
-    from torch.utils.tensorboard import SummaryWriter
-
     run = out / "checkpoints" / "AgentScope-FrozenLake" / "frozenlake-grpo"
     (run / "log").mkdir(parents=True)
-    writer = SummaryWriter(str(run / "monitor" / "tensorboard" / "explorer"))
-    for step in range(1, 4):
-        for tag in learning.CURVES:
-            writer.add_scalar(tag, 0.1 * step, step)
-    writer.close()
+    write_scalars(run, "explorer", {tag: [(step, 0.1 * step) for step in range(1, 4)] for tag in learning.CURVES})
     return run
 
 

@@ -9,11 +9,10 @@ import time
 
 import pytest
 import torch
-from torch.utils.tensorboard import SummaryWriter
 
 from gpu import smoke
 
-from conftest import REPO, dry_run
+from conftest import REPO, dry_run, write_scalars
 
 
 needs_gpus = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (README: GPU smoke test)")
@@ -57,16 +56,10 @@ def test_the_smoke_settings_pass_trinitys_checker(config, tmp_path):
 def write_run(job, experiences=(16, 16), tags=("rollout/success/mean",), steps=2, alphas=None):
     """A run folder laid out as Trinity writes it (tensorboard, checkpoint, state file)."""
     (job / "log").mkdir(parents=True)
-    explorer = SummaryWriter(str(job / "monitor" / "tensorboard" / "explorer"))
-    for step, count in enumerate(experiences, start=1):
-        explorer.add_scalar(smoke.EXPERIENCE_COUNT, count, step)
-        for tag in tags:
-            explorer.add_scalar(tag, 0.0, step)
-    explorer.close()
-    trainer = SummaryWriter(str(job / "monitor" / "tensorboard" / "trainer"))
-    for step in range(1, steps + 1):
-        trainer.add_scalar("time/train_step", 1.5, step)
-    trainer.close()
+    steps_logged = range(1, len(experiences) + 1)
+    write_scalars(job, "explorer", {smoke.EXPERIENCE_COUNT: list(zip(steps_logged, experiences)),
+                                    **{tag: [(step, 0.0) for step in steps_logged] for tag in tags}})
+    write_scalars(job, "trainer", {"time/train_step": [(step, 1.5) for step in range(1, steps + 1)]})
     weights = job / f"global_step_{steps}" / "actor" / "huggingface" / "model.safetensors"
     weights.parent.mkdir(parents=True)
     weights.write_bytes(b"x")

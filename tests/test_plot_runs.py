@@ -3,9 +3,8 @@
 import importlib.util
 
 import pytest
-from torch.utils.tensorboard import SummaryWriter
 
-from conftest import REPO
+from conftest import REPO, write_scalars
 
 spec = importlib.util.spec_from_file_location("plot_runs", REPO / "scripts" / "plot_runs.py")
 plot_runs = importlib.util.module_from_spec(spec)
@@ -13,15 +12,9 @@ spec.loader.exec_module(plot_runs)
 
 
 def write_run(folder, rollout, evals):
-    explorer = SummaryWriter(str(folder / "monitor" / "tensorboard" / "explorer"))
-    for step, value in enumerate(rollout, start=1):
-        explorer.add_scalar("rollout/accuracy/mean", value, step)
-    for step, value in evals.items():
-        explorer.add_scalar("eval/aime24/accuracy/mean@1", value, step)
-    explorer.close()
-    trainer = SummaryWriter(str(folder / "monitor" / "tensorboard" / "trainer"))
-    trainer.add_scalar("actor/pg_loss", 0.1, 1)
-    trainer.close()
+    write_scalars(folder, "explorer", {"rollout/accuracy/mean": list(enumerate(rollout, start=1)),
+                                       "eval/aime24/accuracy/mean@1": list(evals.items())})
+    write_scalars(folder, "trainer", {"actor/pg_loss": [(1, 0.1)]})
 
 
 def test_plots_runs_side_by_side_with_final_and_best(tmp_path, capsys):

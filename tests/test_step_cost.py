@@ -2,11 +2,12 @@
 
 
 import pytest
-from torch.utils.tensorboard import SummaryWriter
 
 from gpu import step_cost
 
-from conftest import dry_run
+from conftest import dry_run, write_scalars
+
+WAIT = "explorer/time/wait_explore_step"
 
 
 @pytest.mark.parametrize("example,expected", [
@@ -31,16 +32,12 @@ def test_extra_settings_come_last_so_they_win(tmp_path):
 def test_the_summary_counts_explore_steps_leaves_out_the_first_and_estimates_a_full_run(tmp_path):
     """Two trainer steps per explore step, as multi-step GRPO makes when each move is an experience."""
     run = tmp_path / "run"
-    trainer = SummaryWriter(str(run / "monitor" / "tensorboard" / "trainer"))
-    for step, (seconds, wall) in enumerate([(50.0, 1100.0), (10.0, 1110.0), (12.0, 1120.0), (14.0, 1130.0),
-                                            (8.0, 1140.0), (6.0, 1150.0)], start=1):
-        trainer.add_scalar("time/train_step", seconds, step, walltime=wall)
-        trainer.add_scalar(step_cost.TRAINER_PEAK, 30.0 + step, step, walltime=wall)
-    trainer.close()
-    explorer = SummaryWriter(str(run / "monitor" / "tensorboard" / "explorer"))
-    for step, wall in enumerate([1100.0, 1125.0, 1150.0], start=1):
-        explorer.add_scalar("explorer/time/wait_explore_step", 7.0 * step, step, walltime=wall)
-    explorer.close()
+    train = [(50.0, 1100.0), (10.0, 1110.0), (12.0, 1120.0), (14.0, 1130.0), (8.0, 1140.0), (6.0, 1150.0)]
+    write_scalars(run, "trainer", {
+        "time/train_step": [(step, seconds, wall) for step, (seconds, wall) in enumerate(train, start=1)],
+        step_cost.TRAINER_PEAK: [(step, 30.0 + step, wall) for step, (_, wall) in enumerate(train, start=1)]})
+    write_scalars(run, "explorer", {WAIT: [(step, 7.0 * step, wall)
+                                           for step, wall in enumerate([1100.0, 1125.0, 1150.0], start=1)]})
     result = step_cost.summarize(run, launched_at=1000.0, estimate_steps=100)
     per_step = result["seconds per step (mean of steps 2..)"]
     assert per_step["rollout wait (explorer)"] == pytest.approx(17.5)  # steps 2 and 3: 14 and 21
@@ -58,14 +55,8 @@ def test_the_summary_counts_explore_steps_leaves_out_the_first_and_estimates_a_f
 def test_the_estimate_follows_the_trainer_when_it_is_the_slower_side(tmp_path):
     """As in the first math run: rollouts 98 s apart, 162 s of training per step."""
     run = tmp_path / "run"
-    trainer = SummaryWriter(str(run / "monitor" / "tensorboard" / "trainer"))
-    for step, seconds in enumerate([174.0, 162.0], start=1):
-        trainer.add_scalar("time/train_step", seconds, step, walltime=1400.0 + 170 * step)
-    trainer.close()
-    explorer = SummaryWriter(str(run / "monitor" / "tensorboard" / "explorer"))
-    for step, wall in enumerate([1385.0, 1483.0], start=1):
-        explorer.add_scalar("explorer/time/wait_explore_step", 98.0, step, walltime=wall)
-    explorer.close()
+    write_scalars(run, "trainer", {"time/train_step": [(1, 174.0, 1570.0), (2, 162.0, 1740.0)]})
+    write_scalars(run, "explorer", {WAIT: [(1, 98.0, 1385.0), (2, 98.0, 1483.0)]})
     result = step_cost.summarize(run, launched_at=1000.0, estimate_steps=200)
     assert result["wall seconds between explore steps"] == pytest.approx(98.0)
     assert result["seconds per explore step (the slower side)"] == pytest.approx(162.0)
@@ -74,9 +65,7 @@ def test_the_estimate_follows_the_trainer_when_it_is_the_slower_side(tmp_path):
 
 def test_a_run_that_failed_before_a_second_step_is_summarised_without_an_estimate(tmp_path):
     run = tmp_path / "run"
-    explorer = SummaryWriter(str(run / "monitor" / "tensorboard" / "explorer"))
-    explorer.add_scalar("explorer/time/wait_explore_step", 104.3, 1, walltime=1300.0)
-    explorer.close()
+    write_scalars(run, "explorer", {WAIT: [(1, 104.3, 1300.0)]})
     result = step_cost.summarize(run, launched_at=1000.0, estimate_steps=200)
     assert (result["explore steps"], result["trainer steps"]) == (1, 0)
     assert result["seconds to first step"] == pytest.approx(300.0)
@@ -98,9 +87,7 @@ def test_a_failed_launch_still_leaves_its_figures_and_exit_code(tmp_path, monkey
         assert "--set=explorer.runner_per_model=64" in command
         run = tmp_path / "out" / "work" / "checkpoints" / "math" / "AgentScope-MathBOTS" / "math-difficulty"
         (run / "log").mkdir(parents=True)
-        explorer = SummaryWriter(str(run / "monitor" / "tensorboard" / "explorer"))
-        explorer.add_scalar("explorer/time/wait_explore_step", 104.3, 1)
-        explorer.close()
+        write_scalars(run, "explorer", {WAIT: [(1, 104.3)]})
         log_file.write_text("error: training failed: Error in Trainer: torch.OutOfMemoryError\n")
         return 1, 433.0
 
@@ -116,13 +103,8 @@ def test_a_failed_launch_still_leaves_its_figures_and_exit_code(tmp_path, monkey
 
 def test_a_trainer_that_finished_only_step_1_is_counted_with_its_warm_up(tmp_path):
     run = tmp_path / "run"
-    trainer = SummaryWriter(str(run / "monitor" / "tensorboard" / "trainer"))
-    trainer.add_scalar("time/train_step", 120.0, 1, walltime=1300.0)
-    trainer.close()
-    explorer = SummaryWriter(str(run / "monitor" / "tensorboard" / "explorer"))
-    for step, wall in enumerate([1200.0, 1260.0], start=1):
-        explorer.add_scalar("explorer/time/wait_explore_step", 60.0, step, walltime=wall)
-    explorer.close()
+    write_scalars(run, "trainer", {"time/train_step": [(1, 120.0, 1300.0)]})
+    write_scalars(run, "explorer", {WAIT: [(1, 60.0, 1200.0), (2, 60.0, 1260.0)]})
     result = step_cost.summarize(run, launched_at=1000.0, estimate_steps=10)
     assert result["seconds per step (mean of steps 2..)"]["train step"] is None
     assert result["trainer seconds per explore step"] == pytest.approx(120.0 / 2)
