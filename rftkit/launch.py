@@ -136,7 +136,7 @@ def absolute(path: str, maybe_hub_id: bool = False) -> str:
 def plan_cluster(nodes: int, gpus_per_node: int, tensor_parallel: int, engines: int | None) -> dict:
     """Cluster shape, rollout engine count and Trinity mode for `nodes` x `gpus_per_node` GPUs."""
     total = nodes * gpus_per_node
-    if total == 1:  # the engine and the trainer take turns on the one GPU
+    if total == 1:  # the engine and the trainer share the one GPU
         if tensor_parallel != 1 or engines not in (None, 1):
             raise ValueError(f"one GPU holds one rollout engine of one GPU beside the trainer; got "
                              f"{engines or 1} engine(s) x tensor_parallel_size {tensor_parallel}")

@@ -1,5 +1,5 @@
 """gpu/smoke.py: its shrunk configs pass Trinity's checker here, its checks catch what they claim to,
-and, on a machine with 2 or more CUDA GPUs, the smoke itself."""
+and, on a machine with a CUDA GPU, the smoke itself."""
 
 import json
 import os
