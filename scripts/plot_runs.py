@@ -6,8 +6,10 @@
 
 Each RUN is LABEL=FOLDER (or a folder, labelled by its name); every tensorboard event
 file below the folder is read (Trinity writes explorer and trainer logs under
-monitor/tensorboard/). Writes the PNG, one panel per scalar, and a markdown table of
-final and best values beside it (same name, .md), which it also prints.
+monitor/tensorboard/). Writes the PNG, one panel per scalar with one legend below them, and a
+markdown table of each run's final, lowest and highest value beside it (same name, .md), which it
+also prints. Lowest and highest, not "best": for success higher is better, for invalid actions or a
+loss lower is.
 """
 
 from __future__ import annotations
@@ -29,33 +31,35 @@ def parse_run(text: str) -> tuple[str, Path]:
 
 
 def table(runs: dict[str, dict], scalars: list[str]) -> str:
-    lines = ["| scalar | run | final (step) | best (step) |", "|---|---|---|---|"]
+    lines = ["| scalar | run | final (step) | lowest (step) | highest (step) |", "|---|---|---|---|---|"]
     for tag in scalars:
         for label, series in runs.items():
             points = series.get(tag)
             if not points:
-                lines.append(f"| {tag} | {label} | missing | missing |")
+                lines.append(f"| {tag} | {label} | missing | missing | missing |")
                 continue
-            best_step, best = max(points, key=lambda p: p[1])
-            last_step, last = points[-1]
-            lines.append(f"| {tag} | {label} | {last:.4f} ({last_step}) | {best:.4f} ({best_step}) |")
+            cells = [points[-1], min(points, key=lambda p: p[1]), max(points, key=lambda p: p[1])]
+            lines.append(f"| {tag} | {label} | " + " | ".join(f"{v:.4f} ({step})" for step, v in cells) + " |")
     return "\n".join(lines) + "\n"
 
 
 def draw(runs: dict[str, dict], scalars: list[str], path: Path) -> None:
     from rftkit.plots import plt, save_png
 
-    fig, axes = plt.subplots(1, len(scalars), figsize=(5 * len(scalars), 4), squeeze=False)
+    legend_rows = -(-len(runs) // 3)
+    fig, axes = plt.subplots(1, len(scalars), figsize=(5 * len(scalars), 4 + 0.3 * legend_rows), squeeze=False)
     for ax, tag in zip(axes[0], scalars):
-        for label, series in runs.items():
-            if series.get(tag):
+        for i, (label, series) in enumerate(runs.items()):
+            if series.get(tag):  # "C<i>": a run keeps its colour in every panel, also where another lacks the tag
                 steps, values = zip(*series[tag])
-                ax.plot(steps, values, marker="o" if len(steps) < 30 else None, label=label)
+                ax.plot(steps, values, marker="o" if len(steps) < 30 else None, color=f"C{i}", label=label)
         ax.set_title(tag)
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)
-        ax.legend()
-    fig.tight_layout()
+    # one legend for all panels, below them: run labels are often longer than a panel is wide
+    handles = {line.get_label(): line for ax in axes[0] for line in ax.get_lines()}
+    fig.legend(handles.values(), handles.keys(), loc="lower center", ncol=min(len(handles), 3), frameon=False)
+    fig.tight_layout(rect=(0, 0.07 * legend_rows, 1, 1))
     save_png(fig, path)
 
 

@@ -17,7 +17,7 @@ def write_run(folder, rollout, evals):
     write_scalars(folder, "trainer", {"actor/pg_loss": [(1, 0.1)]})
 
 
-def test_plots_runs_side_by_side_with_final_and_best(tmp_path, capsys):
+def test_plots_runs_side_by_side_with_final_lowest_and_highest(tmp_path, capsys):
     write_run(tmp_path / "random", [0.10, 0.15, 0.12], {0: 0.05, 2: 0.07})
     write_run(tmp_path / "bots", [0.40, 0.55, 0.50], {0: 0.05, 2: 0.10})
     out = tmp_path / "plots" / "compare.png"
@@ -25,9 +25,9 @@ def test_plots_runs_side_by_side_with_final_and_best(tmp_path, capsys):
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     table = out.with_suffix(".md").read_text()
     assert table == capsys.readouterr().out.split("\nwrote")[0]
-    assert "| rollout/accuracy/mean | random | 0.1200 (3) | 0.1500 (2) |" in table
-    assert "| rollout/accuracy/mean | bots | 0.5000 (3) | 0.5500 (2) |" in table
-    assert "| eval/aime24/accuracy/mean@1 | bots | 0.1000 (2) | 0.1000 (2) |" in table
+    assert "| rollout/accuracy/mean | random | 0.1200 (3) | 0.1000 (1) | 0.1500 (2) |" in table
+    assert "| rollout/accuracy/mean | bots | 0.5000 (3) | 0.4000 (1) | 0.5500 (2) |" in table
+    assert "| eval/aime24/accuracy/mean@1 | bots | 0.1000 (2) | 0.0500 (0) | 0.1000 (2) |" in table
 
 
 def test_reads_every_event_file_below_a_run(tmp_path):
