@@ -311,22 +311,25 @@ def compare(before_dir: Path, after_dir: Path, out: Path) -> str:
                   f"less often on {worse}, as often on {same}; two-sided sign test p = {sign_test(better, worse):.2g}."]
     text = "\n".join(table) + "\n"
 
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
-    for i, (name, r) in enumerate((("before", before), ("after", after))):
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4.4))
+    for i, (name, r) in enumerate((("before", before), ("after", after))):  # before C0, after C1 in both panels
         low, high = r["success_rate_ci95"]
-        left.bar(i - 0.2, r["success_rate"], 0.4, yerr=[[r["success_rate"] - low], [high - r["success_rate"]]],
-                 capsize=4, label=f"{name}: success")
-        left.bar(i + 0.2, r["invalid_action_rate"] or 0.0, 0.4, label=f"{name}: invalid moves")
+        left.bar(i * 0.4 - 0.2, r["success_rate"], 0.4, color=f"C{i}", label=name,
+                 yerr=[[r["success_rate"] - low], [high - r["success_rate"]]], capsize=4)
+        left.bar(1 + i * 0.4 - 0.2, r["invalid_action_rate"] or 0.0, 0.4, color=f"C{i}")
         right.plot([int(s) for s in sizes], [r["by_size"].get(s, {}).get("rate") for s in sizes], marker="o",
-                   label=name)
-    left.set_xticks([0, 1], ["before", "after"])
+                   color=f"C{i}", label=name)
+    left.set_xticks([0, 1], ["success rate (95% CI)", "invalid-move rate"])
     left.set_ylim(0, 1)
-    left.set_title("test split: success rate (95% CI) and invalid-move rate")
-    left.legend(fontsize=7)
+    left.set_title("test split")
+    left.legend()
+    right.set_xticks([int(s) for s in sizes])
     right.set_xlabel("map size")
     right.set_ylim(0, 1)
     right.set_title("success rate by map size")
     right.legend()
+    fig.suptitle(f"map by map: after better on {better}, worse on {worse}, the same on {same} "
+                 f"(sign test p = {sign_test(better, worse):.2g})")
     fig.tight_layout()
     with atomic_paths(out / "before_after.png", out / "before_after.md") as (png, md):
         save_png(fig, png)
