@@ -15,7 +15,12 @@ flash-attn package is needed. Each run is checked for:
 * the tensorboard scalars README and plot_runs.py name (FrozenLake `rollout/success/mean`;
   math `rollout/accuracy/mean` and AIME-24's `eval/aime24/{accuracy,format}/mean@1`);
 * the experience count of each step as the explorer logged it (at least one per rollout);
-* for the difficulty configs, the saved selector state: a posterior for every task.
+* for the difficulty configs, the saved selector state: a posterior for every task;
+* every rollout engine started rollouts in every explore step, and after each weight sync held
+  the trainer's weights (gpu/engine_check.py, which watches the engines through Ray during the
+  run and compares their log-probabilities with the trainer's checkpoints).
+
+The launcher's own plan is used (engines and trainer GPUs from the GPU count), and recorded.
 
 It prints time to the first step and time per step, and writes summary.md and summary.json.
 The random model earns no reward: this proves the machinery, not learning.
@@ -53,7 +58,15 @@ SMOKE_SETTINGS = {
     "model.max_response_tokens": 64,
     "explorer.runner_per_model": 4,
     "explorer.eval_interval": 1000,  # the eval at step 0 only
-    "trainer.save_interval": 1000,  # the final save only
+    # HF weights after every step: each engine's weights after a sync are compared with them
+    "trainer.save_interval": 1,
+    "trainer.save_hf_checkpoint": "always",
+    # The random model earns no reward, so GRPO's advantages are all zero and an update would leave
+    # the weights as they were, and a stale engine would pass for a synced one. An entropy term
+    # and a large learning rate make each update move them (gpu/engine_check.py).
+    "algorithm.entropy_loss_fn": "default",
+    "algorithm.entropy_loss_fn_args": {"entropy_coef": 0.01},
+    "algorithm.optimizer.lr": 1e-2,
     "synchronizer.sync_interval": 1,  # a weight sync after every step (the math configs sync every 4)
     "explorer.rollout_model.gpu_memory_utilization": 0.7,
     "explorer.rollout_model.enforce_eager": True,  # no CUDA-graph capture: a faster engine start
@@ -102,6 +115,7 @@ class RunResult:
     config: str
     exit_code: int | None
     seconds: float
+    plan: str = ""
     first_step_s: float | None = None
     per_step_s: float | None = None
     fault_to_exit_s: float | None = None
@@ -195,11 +209,47 @@ def job_dir(checkpoints: Path) -> Path | None:
     return found[0].parent if found else None
 
 
+def launch_plan(checkpoints: Path) -> tuple[int, str]:
+    """(rollout engines, the plan in words) from the config the launcher wrote for tune()."""
+    import yaml
+
+    written = sorted(checkpoints.glob("*.yaml"))
+    if not written:
+        return 0, f"no launch config in {checkpoints}"
+    config = yaml.safe_load(written[0].read_text())
+    cluster, rollout = config["cluster"], config["explorer"]["rollout_model"]
+    engines, per_engine = rollout["engine_num"], rollout.get("tensor_parallel_size", 1)
+    gpus = cluster["node_num"] * cluster["gpu_per_node"]
+    trainer = "the same GPU (colocate)" if config.get("mode") == "colocate" else f"{gpus - engines * per_engine} GPU(s)"
+    return engines, f"{gpus} GPU(s): {engines} engine(s) x {per_engine} GPU, trainer {trainer}"
+
+
+def engine_checks(job: Path, engines: int, probes: Path, model: Path) -> list[Check]:
+    """gpu/engine_check.py's two questions about a finished run: rollouts of every engine in every step,
+    and every engine's weights after each sync against the trainer's checkpoint of that version."""
+    from gpu import engine_check
+
+    ok, detail = engine_check.rollout_check(job / "log", engines)
+    checks = [Check("every engine started rollouts in every explore step", ok, detail)]
+    records = [json.loads(line) for line in probes.read_text().splitlines()] if probes.is_file() else []
+    if not records:
+        return checks + [Check("engine weights probed", False, f"no probe reached an engine ({probes})")]
+
+    def weights_of(version: int) -> Path | None:
+        if version == 0:
+            return model
+        folder = job / f"global_step_{version}" / "actor" / "huggingface"
+        return folder if folder.is_dir() else None
+
+    return checks + [Check(*result) for result in engine_check.weight_checks(records, engines, weights_of)]
+
+
 def has_tag(tags, wanted: str) -> bool:
     return any(tag.startswith(wanted) for tag in tags) if wanted.endswith("/") else wanted in tags
 
 
-def check_run(result: RunResult, checkpoints: Path, launched_at: float, tasks: int | None) -> None:
+def check_run(result: RunResult, checkpoints: Path, launched_at: float, tasks: int | None,
+              probes: Path, model: Path) -> None:
     """Fill `result` with the checks of one finished run."""
     from rftkit.tensorboard import read_points
 
@@ -237,6 +287,8 @@ def check_run(result: RunResult, checkpoints: Path, launched_at: float, tasks: i
         result.per_step_s = (step_times[STEPS] - step_times[1]) / (STEPS - 1)
     if tasks is not None:
         checks.append(selector_check(job, tasks))
+    engines, result.plan = launch_plan(checkpoints)
+    checks.extend(engine_checks(job, engines, probes, model))
 
 
 def selector_check(job: Path, tasks: int) -> Check:
@@ -275,8 +327,8 @@ def check_fault(result: RunResult, fault: str, checkpoints: Path, log: Path, end
 
 
 def summary_table(results: list[RunResult]) -> str:
-    lines = ["| config | result | time to first step | time per step | experiences per step | wall time |",
-             "|---|---|---|---|---|---|"]
+    lines = ["| config | plan | result | time to first step | time per step | experiences per step | wall time |",
+             "|---|---|---|---|---|---|---|"]
     for r in results:
         first = f"{r.first_step_s:.0f} s" if r.first_step_s is not None else "-"
         if r.fault_to_exit_s is not None:
@@ -284,7 +336,7 @@ def summary_table(results: list[RunResult]) -> str:
         per = f"{r.per_step_s:.1f} s" if r.per_step_s is not None else "-"
         failed = [c.name for c in r.checks if not c.ok]
         verdict = "pass" if r.ok else "FAIL: " + "; ".join(failed)
-        lines.append(f"| {r.config} | {verdict} | {first} | {per} | {r.experiences} | {r.seconds:.0f} s |")
+        lines.append(f"| {r.config} | {r.plan or '-'} | {verdict} | {first} | {per} | {r.experiences} | {r.seconds:.0f} s |")
     return "\n".join(lines) + "\n"
 
 
@@ -341,14 +393,23 @@ def main(argv: list[str] | None = None) -> int:
             env = {**os.environ, "TRINITY_PLUGIN_DIRS": os.pathsep.join([*plugin_dirs, str(FAULT_PLUGINS)])}
         log = out / f"{Path(config).stem}{f'-{args.fault}-fault' if args.fault else ''}.log"
         launched_at = time.time()
-        code, seconds = train(config, command, log, args.timeout, env)
+        probes = out / f"{Path(config).stem}-probes.jsonl"
+        probes.unlink(missing_ok=True)
+        with open(out / f"{Path(config).stem}-probe.log", "w") as probe_log:
+            probe = subprocess.Popen([sys.executable, "gpu/engine_check.py", "--out", str(probes)], cwd=REPO,
+                                     stdout=probe_log, stderr=subprocess.STDOUT, start_new_session=True)
+            try:
+                code, seconds = train(config, command, log, args.timeout, env)
+            finally:
+                probe.terminate()
+                probe.wait()
         result = RunResult(config if not args.fault else f"{config} ({args.fault} fault)", code, seconds)
         if args.fault:
             check_fault(result, args.fault, checkpoints, log, launched_at + seconds)
         else:
             train_file = work / CONFIGS[config].train_dir / "train.parquet"
             tasks = pq.read_metadata(train_file).num_rows if "difficulty" in config else None
-            check_run(result, checkpoints, launched_at, tasks)
+            check_run(result, checkpoints, launched_at, tasks, probes, model)
         results.append(result)
         for check in result.checks:
             print(f"  {'ok  ' if check.ok else 'FAIL'} {check.name} {check.detail}", flush=True)

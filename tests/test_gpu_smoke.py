@@ -13,6 +13,7 @@ import torch
 from gpu import smoke
 
 from conftest import REPO, dry_run, write_scalars
+from test_engine_check import probe, runner_logs, write_model
 
 
 needs_gpus = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (README: GPU smoke test)")
@@ -53,33 +54,57 @@ def test_the_smoke_settings_pass_trinitys_checker(config, tmp_path):
     assert "attention       sdpa (trainer), padding removal False" in out
 
 
-def write_run(job, experiences=(16, 16), tags=("rollout/success/mean",), steps=2, alphas=None):
-    """A run folder laid out as Trinity writes it (tensorboard, checkpoint, state file)."""
-    (job / "log").mkdir(parents=True)
+@pytest.fixture(scope="module")
+def weights(tmp_path_factory):
+    """The starting model and the trainer's HF weights after update 1."""
+    root = tmp_path_factory.mktemp("weights")
+    v0 = write_model(root / "v0", seed=0, init_range=0.2)
+    return {0: v0, 1: write_model(root / "v1", seed=1, init_range=0.05, nudge_from=v0)}
+
+
+def write_run(job, weights, experiences=(16, 16), tags=("rollout/success/mean",), steps=2, alphas=None,
+              idle_engine=False, stale_engine=False):
+    """A run folder laid out as Trinity writes it (tensorboard, checkpoints, state file, runner logs) on the
+    plan the launcher makes for 4 GPUs, with the probes of its two engines at versions 0 and 1."""
+    import shutil
+
+    import yaml
+
+    runner_logs(job / "log", {0: [1, 2], 1: [1] if idle_engine else [1, 2]})
+    plan = {"cluster": {"node_num": 1, "gpu_per_node": 4}, "explorer": {"rollout_model": {"engine_num": 2}}}
+    (job.parent.parent / "AgentScope-FrozenLake-frozenlake-grpo.yaml").write_text(yaml.safe_dump(plan))
+    shutil.copytree(weights[1], job / "global_step_1" / "actor" / "huggingface")
+    probes = [probe(0, 0, weights[0]), probe(1, 0, weights[0]), probe(0, 1, weights[1]),
+              probe(1, 1, weights[0 if stale_engine else 1])]
+    (job.parent.parent / "probes.jsonl").write_text("".join(json.dumps(p) + "\n" for p in probes))
     steps_logged = range(1, len(experiences) + 1)
     write_scalars(job, "explorer", {smoke.EXPERIENCE_COUNT: list(zip(steps_logged, experiences)),
                                     **{tag: [(step, 0.0) for step in steps_logged] for tag in tags}})
     write_scalars(job, "trainer", {"time/train_step": [(step, 1.5) for step in range(1, steps + 1)]})
-    weights = job / f"global_step_{steps}" / "actor" / "huggingface" / "model.safetensors"
-    weights.parent.mkdir(parents=True)
-    weights.write_bytes(b"x")
+    if steps != 1:  # global_step_1 holds real weights, above
+        final = job / f"global_step_{steps}" / "actor" / "huggingface" / "model.safetensors"
+        final.parent.mkdir(parents=True)
+        final.write_bytes(b"x")
     if alphas is not None:
         state = {"selector_type": "difficulty_based_resumable", "alphas": alphas, "betas": alphas}
         (job / "explorer_meta.json").write_text(json.dumps({"latest_iteration": steps, "taskset_states": [state]}))
 
 
-def checked(tmp_path, config="frozenlake.yaml", tasks=None, exit_code=0, **run):
+def checked(tmp_path, weights, config="frozenlake.yaml", tasks=None, exit_code=0, **run):
     checkpoints = tmp_path / "ckpt"
-    write_run(checkpoints / "AgentScope-FrozenLake" / "frozenlake-grpo", **run)
+    write_run(checkpoints / "AgentScope-FrozenLake" / "frozenlake-grpo", weights, **run)
     result = smoke.RunResult(config, exit_code, 100.0)
-    smoke.check_run(result, checkpoints, launched_at=0.0, tasks=tasks)
+    smoke.check_run(result, checkpoints, launched_at=0.0, tasks=tasks, probes=checkpoints / "probes.jsonl",
+                    model=weights[0])
     return result
 
 
-def test_a_complete_run_passes_every_check(tmp_path):
-    result = checked(tmp_path, config="frozenlake_difficulty.yaml", tasks=3, alphas=[1.0, 2.0, 3.0])
+def test_a_complete_run_passes_every_check(tmp_path, weights):
+    result = checked(tmp_path, weights, config="frozenlake_difficulty.yaml", tasks=3, alphas=[1.0, 2.0, 3.0])
     assert result.ok, [c for c in result.checks if not c.ok]
     assert result.experiences == [16, 16] and result.per_step_s is not None and result.per_step_s < 60
+    assert result.plan == "4 GPU(s): 2 engine(s) x 1 GPU, trainer 2 GPU(s)"
+    assert "engine 1 holds the trainer's version-1 weights" in [c.name for c in result.checks]
 
 
 @pytest.mark.parametrize("broken,failing", [
@@ -88,17 +113,19 @@ def test_a_complete_run_passes_every_check(tmp_path):
     (dict(tags=("rollout/accuracy/mean",)), "scalar rollout/success/mean"),
     (dict(experiences=(3, 16)), f"{smoke.EXPERIENCE_COUNT} >= 16 rollouts at step 1"),
     (dict(experiences=()), f"{smoke.EXPERIENCE_COUNT} >= 16 rollouts at step 1"),
+    (dict(idle_engine=True), "every engine started rollouts in every explore step"),
+    (dict(stale_engine=True), "engine 1 holds the trainer's version-1 weights"),
 ])
-def test_each_check_catches_what_it_claims(tmp_path, broken, failing):
-    result = checked(tmp_path, **broken)
+def test_each_check_catches_what_it_claims(tmp_path, weights, broken, failing):
+    result = checked(tmp_path, weights, **broken)
     assert not result.ok
     assert failing in [c.name for c in result.checks if not c.ok]
 
 
-def test_the_selector_check_needs_a_posterior_for_every_task(tmp_path):
-    result = checked(tmp_path, config="frozenlake_difficulty.yaml", tasks=4, alphas=[1.0, 2.0, 3.0])
+def test_the_selector_check_needs_a_posterior_for_every_task(tmp_path, weights):
+    result = checked(tmp_path, weights, config="frozenlake_difficulty.yaml", tasks=4, alphas=[1.0, 2.0, 3.0])
     assert [c.name for c in result.checks if not c.ok] == ["selector posteriors saved"]
-    assert not checked(tmp_path / "none", config="frozenlake_difficulty.yaml", tasks=3).ok
+    assert not checked(tmp_path / "none", weights, config="frozenlake_difficulty.yaml", tasks=3).ok
 
 
 def test_tags_are_matched_exactly_or_by_a_prefix_ending_in_a_slash():
