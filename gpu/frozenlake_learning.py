@@ -243,10 +243,13 @@ def run(command: list[str], log_file: Path, minutes: float | None = None) -> boo
 
 def interrupt(step: subprocess.Popen) -> None:
     """SIGINT, then SIGINT again (INTERRUPT_GRACE_S apart); if it still runs, kill it and the Ray head."""
+    sent = time.monotonic()
     for grace in INTERRUPT_GRACE_S:
         step.send_signal(signal.SIGINT)
         try:
             step.wait(timeout=grace)
+            # the launcher exits 130 after a clean stop; this line is the record that it did
+            log(f"the run ended {time.monotonic() - sent:.0f} s after the first SIGINT, exit code {step.returncode}")
             return
         except subprocess.TimeoutExpired:
             log(f"still running {grace} s after a SIGINT")

@@ -77,7 +77,7 @@ def test_after_an_interrupt_the_script_waits_for_the_gpus_and_says_what_still_ho
     assert "still hold GPU memory: 99, ray::WorkerDict" in capsys.readouterr().out
 
 
-def test_training_past_its_time_budget_is_interrupted_like_ctrl_c(tmp_path, monkeypatch):
+def test_training_past_its_time_budget_is_interrupted_like_ctrl_c(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(learning, "gpu_processes", lambda: [])  # no nvidia-smi here
     # as Trinity's launcher: the first Ctrl-C waits for the actors to shut down, the second cuts it short
     launch = ("import time\n"
@@ -85,11 +85,13 @@ def test_training_past_its_time_budget_is_interrupted_like_ctrl_c(tmp_path, monk
               "except KeyboardInterrupt:\n"
               "    print('shutting down the actors', flush=True)\n"
               "    try:\n        time.sleep(60)\n"
-              "    except KeyboardInterrupt:\n        print('stopping the Ray head', flush=True)\n")
+              "    except KeyboardInterrupt:\n        print('stopping the Ray head', flush=True)\n"
+              "raise SystemExit(130)\n")
     monkeypatch.setattr(learning, "INTERRUPT_GRACE_S", (1, 20))
     started = time.monotonic()
     assert learning.run([sys.executable, "-c", launch], tmp_path / "train.log", minutes=2 / 60)
     assert time.monotonic() - started < 30
+    assert "after the first SIGINT, exit code 130" in capsys.readouterr().out
     assert (tmp_path / "train.log").read_text().splitlines() == \
         ["training", "shutting down the actors", "stopping the Ray head"]
 
