@@ -16,13 +16,16 @@ plans several engines (4 GPUs and up), which a one-engine run cannot show.
   log-probabilities too little to tell fails as such.
 
     python gpu/engine_check.py --out probes.jsonl   # beside a launch; stop it when the launch has ended
+    with engine_check.watching(probes, log): ...    # the same, for the time the block runs
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import re
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -101,6 +104,21 @@ def watch(out: Path, interval: float) -> None:
         except Exception as exc:  # an engine still starting, or the run ending: ask again
             print(f"probe: {type(exc).__name__}: {str(exc)[:200]}", file=sys.stderr, flush=True)
         time.sleep(interval)
+
+
+@contextlib.contextmanager
+def watching(out: Path, log: Path, interval: float = 2.0):
+    """`watch` into `out` (emptied first), in a process of its own with its own Ray connection, for the
+    time the block runs; its output goes to `log`. Yields the process."""
+    out.unlink(missing_ok=True)
+    with open(log, "w") as output:
+        probe = subprocess.Popen([sys.executable, __file__, "--out", str(out), "--interval", str(interval)],
+                                 stdout=output, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            yield probe
+        finally:
+            probe.terminate()
+            probe.wait()
 
 
 def reference_logprobs(model_dir: Path) -> list[float]:

@@ -33,6 +33,7 @@ exits non-zero within about two minutes of the fault, naming it, and never says 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -371,6 +372,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     print(f"GPU smoke: {gpus} x {torch.cuda.get_device_name(0)}, torch {torch.__version__}; work in {work}", flush=True)
 
+    from gpu import engine_check
     from gpu.tiny_model import build_tiny_model
 
     started = time.time()
@@ -394,15 +396,10 @@ def main(argv: list[str] | None = None) -> int:
         log = out / f"{Path(config).stem}{f'-{args.fault}-fault' if args.fault else ''}.log"
         launched_at = time.time()
         probes = out / f"{Path(config).stem}-probes.jsonl"
-        probes.unlink(missing_ok=True)
-        with open(out / f"{Path(config).stem}-probe.log", "w") as probe_log:
-            probe = subprocess.Popen([sys.executable, "gpu/engine_check.py", "--out", str(probes)], cwd=REPO,
-                                     stdout=probe_log, stderr=subprocess.STDOUT, start_new_session=True)
-            try:
-                code, seconds = train(config, command, log, args.timeout, env)
-            finally:
-                probe.terminate()
-                probe.wait()
+        # the engines are watched during a run that is checked; a fault run's checks do not look at them
+        with (contextlib.nullcontext() if args.fault else
+              engine_check.watching(probes, out / f"{Path(config).stem}-probe.log")):
+            code, seconds = train(config, command, log, args.timeout, env)
         result = RunResult(config if not args.fault else f"{config} ({args.fault} fault)", code, seconds)
         if args.fault:
             check_fault(result, args.fault, checkpoints, log, launched_at + seconds)

@@ -105,7 +105,7 @@ def test_versions_without_a_checkpoint_are_reported_not_judged(versions):
 
 
 WATCH_TWO_ENGINES = """
-import subprocess, sys, time
+import sys, time
 from pathlib import Path
 import ray, torch
 from gpu import engine_check
@@ -123,7 +123,7 @@ class FixtureEngine:  # stands for vLLMRolloutModel: a version, and the log-prob
     def sync(self, version, folder):
         self.version, self.folder = version, folder
 
-def wait_for(lines):
+def wait_for(probe, lines):
     deadline = time.time() + 120
     while not (Path(out).is_file() and len(Path(out).read_text().splitlines()) >= lines):
         if time.time() > deadline or probe.poll() is not None:
@@ -131,16 +131,14 @@ def wait_for(lines):
         time.sleep(0.5)
 
 ray.init(num_cpus=4, namespace="engine-check-test", logging_level="ERROR")
-probe = subprocess.Popen([sys.executable, "gpu/engine_check.py", "--out", out, "--interval", "0.5"])
 try:
-    time.sleep(2)  # the probe is up before the engines, as in a launch
-    engines = [ray.remote(FixtureEngine).options(name=f"explorer_rollout_model_{i}_0").remote(v0) for i in (0, 1)]
-    wait_for(2)
-    ray.get([engines[0].sync.remote(1, v1), engines[1].sync.remote(1, v0)])  # engine 1's sync kept old weights
-    wait_for(4)
+    with engine_check.watching(Path(out), Path(out).with_suffix(".log"), interval=0.5) as probe:
+        time.sleep(2)  # the probe is up before the engines, as in a launch
+        engines = [ray.remote(FixtureEngine).options(name=f"explorer_rollout_model_{i}_0").remote(v0) for i in (0, 1)]
+        wait_for(probe, 2)
+        ray.get([engines[0].sync.remote(1, v1), engines[1].sync.remote(1, v0)])  # engine 1's sync kept old weights
+        wait_for(probe, 4)
 finally:
-    probe.terminate()
-    probe.wait()
     ray.shutdown()
 """
 
