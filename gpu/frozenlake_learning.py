@@ -296,6 +296,7 @@ def compare(before_dir: Path, after_dir: Path, out: Path) -> str:
     episodes = [[json.loads(line) for line in (d / "episodes.jsonl").read_text().splitlines()]
                 for d in (before_dir, after_dir)]
     better, worse, same = map_by_map(*episodes)
+    p_value = sign_test(better, worse)
 
     def row(name: str, r: dict) -> str:
         low, high = r["success_rate_ci95"]
@@ -311,7 +312,7 @@ def compare(before_dir: Path, after_dir: Path, out: Path) -> str:
         cells = [f"{r['by_size'][s]['rate']:.2f}" if s in r["by_size"] else "-" for s in sizes]
         table.append(f"| {name} | " + " | ".join(cells) + " |")
     table += ["", f"Map by map (same maps, same seeds): after reached the goal more often on {better} maps, "
-                  f"less often on {worse}, as often on {same}; two-sided sign test p = {sign_test(better, worse):.2g}."]
+                  f"less often on {worse}, as often on {same}; two-sided sign test p = {p_value:.2g}."]
     text = "\n".join(table) + "\n"
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4.4))
@@ -332,7 +333,7 @@ def compare(before_dir: Path, after_dir: Path, out: Path) -> str:
     right.set_title("success rate by map size")
     right.legend()
     fig.suptitle(f"map by map: after better on {better}, worse on {worse}, the same on {same} "
-                 f"(sign test p = {sign_test(better, worse):.2g})")
+                 f"(sign test p = {p_value:.2g})")
     fig.tight_layout()
     with atomic_paths(out / "before_after.png", out / "before_after.md") as (png, md):
         save_png(fig, png)
