@@ -23,11 +23,18 @@ allocation; then the time to the first step and an estimate for --estimate-steps
 between explore steps) and the trainer (its time per explore step). `--set KEY=VALUE` changes one
 more setting, for example explorer.runner_per_model, and is recorded. Results go to
 <out>/<example>.json, also when the launch fails (with its exit code and whatever steps it logged).
+Trainer steps per explore step are counted from the experiences an explore step made and the train
+batch, so a run stopped before its trainer caught up still estimates right.
+
+    python gpu/step_cost.py frozenlake --out DIR --report-only RUN_DIR --launched-at '2026-12-01 06:07:34'
+
+summarises a run folder fetched from a launch that did not end by itself, and runs nothing.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import statistics
 import subprocess
@@ -53,6 +60,7 @@ STEP_TIMES = {
     "trainer step in all": "time/step",
 }
 TRAINER_PEAK = "actor/perf/max_memory_allocated_gb"
+EXPERIENCES = "experience_pipeline/experience_count"
 
 
 class GpuMemory(threading.Thread):
@@ -85,7 +93,7 @@ def command(example: str, model: Path, work: Path, checkpoints: Path, steps: int
         [f"--set={setting}" for setting in extra]
 
 
-def summarize(run_dir: Path, launched_at: float, estimate_steps: int) -> dict:
+def summarize(run_dir: Path, launched_at: float, estimate_steps: int, train_batch: int | None = None) -> dict:
     """Per-step means (step 1 left out: it pays for warm-ups), time to first step, and the estimate.
 
     A step here is an explore step, the x axis of the rollout curves (upstream's 700). With
@@ -99,32 +107,76 @@ def summarize(run_dir: Path, launched_at: float, estimate_steps: int) -> dict:
             points.update(read_points(run_dir / "monitor" / "tensorboard" / role))
         except FileNotFoundError:  # a run that failed before this role logged anything
             pass
-    result = {"seconds per step (mean of steps 2..)": {}}
+    # Step 1 apart, warm-ups and all: a run that fits only one step (a 3B model on one GPU) still
+    # shows where its time went.
+    result = {"seconds per step (mean of steps 2..)": {}, "seconds at step 1 (warm-ups included)": {}}
     for name, tag in STEP_TIMES.items():
         later = [p.value for p in points.get(tag, []) if p.step >= 2]
+        first = [p.value for p in points.get(tag, []) if p.step == 1]
         result["seconds per step (mean of steps 2..)"][name] = statistics.mean(later) if later else None
+        result["seconds at step 1 (warm-ups included)"][name] = first[0] if first else None
     explore = sorted({p.step: p.wall_time for p in points.get(STEP_TIMES["rollout wait (explorer)"], [])}.items())
     train = points.get(STEP_TIMES["train step"], [])
+    counts = [p.value for p in points.get(EXPERIENCES, [])]
     result["explore steps"], result["trainer steps"] = len(explore), len({p.step for p in train})
+    result["experiences per explore step"] = statistics.mean(counts) if counts else None
     if explore:
         result["seconds to first step"] = explore[0][1] - launched_at
-    if len(explore) >= 2:
-        gaps = [b[1] - a[1] for a, b in zip(explore, explore[1:])]
-        result["wall seconds between explore steps"] = statistics.mean(gaps)
+    if explore and train:
         train_step = result["seconds per step (mean of steps 2..)"]["train step"]
         if train_step is None:  # the trainer finished only step 1: count it, warm-up and all
-            train_step = statistics.mean(p.value for p in train) if train else 0.0
-        result["trainer seconds per explore step"] = train_step * result["trainer steps"] / len(explore)
+            train_step = statistics.mean(p.value for p in train)
+        # Multi-step GRPO makes one experience per model call, so one explore step feeds as many
+        # trainer steps as its experiences fill train batches. A run stopped early has trained on
+        # only some of them: count from the experiences when the train batch is known.
+        if train_batch and counts:
+            per_explore = result["experiences per explore step"] / train_batch
+        else:
+            per_explore = result["trainer steps"] / len(explore)
+        result["trainer steps per explore step"] = per_explore
+        result["trainer seconds per explore step"] = train_step * per_explore
+        if len(explore) >= 2:
+            gaps = [b[1] - a[1] for a, b in zip(explore, explore[1:])]
+            explorer, source = statistics.mean(gaps), "wall time between explore steps"
+        else:  # one explore step: its rollouts are all the explorer's side there is to see
+            explorer, source = result["seconds at step 1 (warm-ups included)"]["rollout wait (explorer)"], \
+                "step 1's rollout wait (one explore step only)"
+        result["explorer seconds per explore step"], result["explorer figure from"] = explorer, source
         # At each weight sync the Explorer waits for the Trainer's step in progress, so over a long
         # run an explore step lasts as long as the slower side; a short run's first gaps (rollouts
         # only, the Trainer still on step 1) do not show that yet.
-        step = max(result["wall seconds between explore steps"], result["trainer seconds per explore step"])
+        step = max(explorer, result["trainer seconds per explore step"])
         result["seconds per explore step (the slower side)"] = step
         result[f"estimate for {estimate_steps} steps (hours)"] = \
             (result["seconds to first step"] + estimate_steps * step) / 3600
     peaks = [p.value for p in points.get(TRAINER_PEAK, [])]
     result["trainer peak allocated (GiB)"] = max(peaks) if peaks else None
     return result
+
+
+def train_batch(example: str, settings: list[str]) -> int:
+    """Experiences a trainer step reads: `buffer.train_batch_size`, else Trinity's default (batch x
+    group), from the shipped config with the run's --set settings (the launcher changes neither)."""
+    from rftkit.launch import load_yaml, parse_override, set_key
+
+    config = load_yaml(REPO / "configs" / EXAMPLES[example]["config"])
+    for setting in settings:
+        set_key(config, *parse_override(setting))
+    buffer = config["buffer"]
+    return buffer.get("train_batch_size") or buffer["batch_size"] * config["algorithm"]["repeat_times"]
+
+
+def report(example: str, run_dir: Path, launched_at: str, settings: list[str], estimate_steps: int) -> dict:
+    """The summary of a run folder fetched from a run that did not end by itself (the machine went
+    back first), so wrote no <example>.json: --launched-at is the launch log's first time, UTC."""
+    if not (run_dir / "monitor" / "tensorboard").is_dir():
+        raise SystemExit(f"error: --report-only {run_dir}: no monitor/tensorboard folder (expected a Trinity run folder)")
+    try:
+        started = datetime.datetime.fromisoformat(launched_at).replace(tzinfo=datetime.timezone.utc)
+    except ValueError:
+        raise SystemExit(f"error: --launched-at {launched_at!r}: expected a time like 2026-12-01 06:07:34 (UTC)")
+    return {"example": example, "report of": str(run_dir), "settings": settings,
+            **summarize(run_dir, started.timestamp(), estimate_steps, train_batch(example, settings))}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -138,6 +190,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=1800)
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="one more config setting for the launch, e.g. explorer.runner_per_model=64")
+    parser.add_argument("--report-only", type=Path, metavar="RUN_DIR",
+                        help="summarise a fetched run folder (<checkpoints>/<project>/<name>) and run nothing")
+    parser.add_argument("--launched-at", help="with --report-only: the launch's start, UTC, e.g. '2026-12-01 06:07:34'")
     args = parser.parse_args(argv)
     spec = EXAMPLES[args.example]
     response_tokens = args.response_tokens or spec["response_tokens"]
@@ -145,6 +200,13 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out.resolve()
     work = out / "work"
     out.mkdir(parents=True, exist_ok=True)
+    if args.report_only:
+        if not args.launched_at:
+            parser.error("--report-only needs --launched-at")
+        result = report(args.example, args.report_only, args.launched_at, args.set, estimate_steps)
+        (out / f"{args.example}.json").write_text(json.dumps(result, indent=2))
+        print(json.dumps(result, indent=2))
+        return 0
 
     from gpu.tiny_model import build_random_model
 
@@ -166,7 +228,8 @@ def main(argv: list[str] | None = None) -> int:
     run_dir = smoke.job_dir(checkpoints)  # a failed launch still leaves what it measured before failing
     result = {"example": args.example, "architecture": spec["architecture"], "response_tokens": response_tokens,
               "steps": args.steps, "settings": args.set, "exit code": code, "launch seconds": seconds,
-              **(summarize(run_dir, launched_at, estimate_steps) if run_dir else {}),
+              **(summarize(run_dir, launched_at, estimate_steps, train_batch(args.example, args.set))
+                 if run_dir else {}),
               "peak GPU memory (MiB)": memory.peak_mib}
     (out / f"{args.example}.json").write_text(json.dumps(result, indent=2))
     print(json.dumps(result, indent=2), flush=True)

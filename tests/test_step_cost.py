@@ -45,7 +45,8 @@ def test_the_summary_counts_explore_steps_leaves_out_the_first_and_estimates_a_f
     assert per_step["weight sync"] is None
     assert (result["explore steps"], result["trainer steps"]) == (3, 6)
     assert result["seconds to first step"] == pytest.approx(100.0)
-    assert result["wall seconds between explore steps"] == pytest.approx(25.0)
+    assert result["explorer seconds per explore step"] == pytest.approx(25.0)
+    assert result["explorer figure from"] == "wall time between explore steps"
     assert result["trainer seconds per explore step"] == pytest.approx(10.0 * 6 / 3)  # step 1's warm-up left out
     assert result["seconds per explore step (the slower side)"] == pytest.approx(25.0)  # the explorer here
     assert result["estimate for 100 steps (hours)"] == pytest.approx((100 + 100 * 25) / 3600)
@@ -58,7 +59,7 @@ def test_the_estimate_follows_the_trainer_when_it_is_the_slower_side(tmp_path):
     write_scalars(run, "trainer", {"time/train_step": [(1, 174.0, 1570.0), (2, 162.0, 1740.0)]})
     write_scalars(run, "explorer", {WAIT: [(1, 98.0, 1385.0), (2, 98.0, 1483.0)]})
     result = step_cost.summarize(run, launched_at=1000.0, estimate_steps=200)
-    assert result["wall seconds between explore steps"] == pytest.approx(98.0)
+    assert result["explorer seconds per explore step"] == pytest.approx(98.0)
     assert result["seconds per explore step (the slower side)"] == pytest.approx(162.0)
     assert result["estimate for 200 steps (hours)"] == pytest.approx((385 + 200 * 162) / 3600)
 
@@ -69,6 +70,8 @@ def test_a_run_that_failed_before_a_second_step_is_summarised_without_an_estimat
     result = step_cost.summarize(run, launched_at=1000.0, estimate_steps=200)
     assert (result["explore steps"], result["trainer steps"]) == (1, 0)
     assert result["seconds to first step"] == pytest.approx(300.0)
+    assert result["seconds at step 1 (warm-ups included)"]["rollout wait (explorer)"] == pytest.approx(104.3)
+    assert result["seconds at step 1 (warm-ups included)"]["train step"] is None
     assert not any(key.startswith("estimate") for key in result)
 
 
@@ -107,5 +110,51 @@ def test_a_trainer_that_finished_only_step_1_is_counted_with_its_warm_up(tmp_pat
     write_scalars(run, "explorer", {WAIT: [(1, 60.0, 1200.0), (2, 60.0, 1260.0)]})
     result = step_cost.summarize(run, launched_at=1000.0, estimate_steps=10)
     assert result["seconds per step (mean of steps 2..)"]["train step"] is None
+    assert result["seconds at step 1 (warm-ups included)"]["train step"] == pytest.approx(120.0)
     assert result["trainer seconds per explore step"] == pytest.approx(120.0 / 2)
     assert result["seconds per explore step (the slower side)"] == pytest.approx(60.0)
+
+
+def test_a_run_stopped_after_one_explore_step_counts_its_trainer_steps_from_the_experiences(tmp_path):
+    """As the 3B FrozenLake run on one H200: 4,096 experiences (512 episodes x 8 moves) in one explore
+    step, the machine given back after 3 of the 8 trainer steps they fill at 512 a step."""
+    run = tmp_path / "run"
+    write_scalars(run, "trainer", {"time/train_step": [(1, 114.0, 1700.0), (2, 122.0, 1822.0), (3, 120.0, 1942.0)]})
+    write_scalars(run, "explorer", {WAIT: [(1, 97.0, 1613.0)], step_cost.EXPERIENCES: [(1, 4096.0, 1613.0)]})
+    cut = step_cost.summarize(run, launched_at=1000.0, estimate_steps=700, train_batch=512)
+    assert cut["experiences per explore step"] == 4096.0
+    assert cut["trainer steps per explore step"] == pytest.approx(8.0)
+    assert cut["trainer seconds per explore step"] == pytest.approx(121.0 * 8)  # steps 2 and 3
+    assert cut["explorer seconds per explore step"] == pytest.approx(97.0)
+    assert cut["explorer figure from"].startswith("step 1's rollout wait")
+    assert cut["estimate for 700 steps (hours)"] == pytest.approx((613 + 700 * 121.0 * 8) / 3600)
+    # Without the train batch only the trainer steps that ran are counted: 3, not 8.
+    uncounted = step_cost.summarize(run, launched_at=1000.0, estimate_steps=700)
+    assert uncounted["trainer steps per explore step"] == pytest.approx(3.0)
+
+
+@pytest.mark.parametrize("example,settings,expected", [
+    ("frozenlake", [], 512),  # batch 32 x group 16: Trinity's default train batch
+    ("frozenlake", ["buffer.train_batch_size=640"], 640),
+    ("math", ["algorithm.repeat_times=4"], 64),
+])
+def test_the_train_batch_comes_from_the_shipped_config_and_the_settings(example, settings, expected):
+    assert step_cost.train_batch(example, settings) == expected
+
+
+def test_report_only_summarises_a_fetched_run_folder_and_names_what_is_wrong(tmp_path, capsys):
+    import json
+
+    run = tmp_path / "run"
+    write_scalars(run, "trainer", {"time/train_step": [(1, 114.0, 1700.0), (2, 122.0, 1822.0)]})
+    write_scalars(run, "explorer", {WAIT: [(1, 97.0, 1613.0)], step_cost.EXPERIENCES: [(1, 2048.0, 1613.0)]})
+    out = tmp_path / "out"
+    assert step_cost.main(["frozenlake", "--out", str(out), "--report-only", str(run),
+                           "--launched-at", "1970-01-01 00:16:40"]) == 0
+    result = json.loads((out / "frozenlake.json").read_text())
+    assert result["report of"] == str(run) and result["seconds to first step"] == pytest.approx(613.0)
+    assert result["trainer steps per explore step"] == pytest.approx(4.0)  # 2,048 experiences / 512
+    with pytest.raises(SystemExit, match="--launched-at 'yesterday'"):
+        step_cost.main(["frozenlake", "--out", str(out), "--report-only", str(run), "--launched-at", "yesterday"])
+    with pytest.raises(SystemExit, match=f"--report-only {tmp_path}: no monitor/tensorboard"):
+        step_cost.main(["frozenlake", "--out", str(out), "--report-only", str(tmp_path), "--launched-at", "2026-12-01"])
