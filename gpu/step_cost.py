@@ -60,6 +60,17 @@ STEP_TIMES = {
     "trainer step in all": "time/step",
 }
 TRAINER_PEAK = "actor/perf/max_memory_allocated_gb"
+# What each trainer step logs about itself, listed step by step in the summary.
+TRAINER_STEP = {
+    "seconds": "time/train_step",
+    "reference log-probs (s)": "time/ref",
+    "update (s)": "time/update_actor",
+    "tokens": "perf/total_num_tokens",
+    "tokens per second": "perf/throughput",
+    "model FLOPs utilisation": "perf/mfu/actor",
+    "peak allocated (GiB)": TRAINER_PEAK,
+    "host memory used (GiB, whole machine)": "actor/perf/cpu_memory_used_gb",
+}
 EXPERIENCES = "experience_pipeline/experience_count"
 
 
@@ -151,6 +162,11 @@ def summarize(run_dir: Path, launched_at: float, estimate_steps: int, train_batc
             (result["seconds to first step"] + estimate_steps * step) / 3600
     peaks = [p.value for p in points.get(TRAINER_PEAK, [])]
     result["trainer peak allocated (GiB)"] = max(peaks) if peaks else None
+    by_step: dict[int, dict] = {}
+    for name, tag in TRAINER_STEP.items():
+        for p in points.get(tag, []):
+            by_step.setdefault(p.step, {"step": p.step})[name] = p.value
+    result["trainer steps, one by one"] = [by_step[step] for step in sorted(by_step)]
     return result
 
 

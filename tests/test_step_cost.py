@@ -51,6 +51,9 @@ def test_the_summary_counts_explore_steps_leaves_out_the_first_and_estimates_a_f
     assert result["seconds per explore step (the slower side)"] == pytest.approx(25.0)  # the explorer here
     assert result["estimate for 100 steps (hours)"] == pytest.approx((100 + 100 * 25) / 3600)
     assert result["trainer peak allocated (GiB)"] == 36.0
+    steps = result["trainer steps, one by one"]
+    assert [row["step"] for row in steps] == [1, 2, 3, 4, 5, 6]
+    assert steps[1] == {"step": 2, "seconds": 10.0, "peak allocated (GiB)": 32.0}
 
 
 def test_the_estimate_follows_the_trainer_when_it_is_the_slower_side(tmp_path):
