@@ -14,8 +14,9 @@ shipped config's batch, group, context and learning rate. Only two things are sh
   bound: real episodes end at a hole or the goal) and every math episode makes one call (a lower
   bound: a real agent may call its Python tool).
 
-It prints, per step after the first: the Explorer's wait for a step's rollouts, the Trainer's
-train step, weight sync and whole step, the wall time between explore steps, the trainer's time per
+It prints, per step after the first (and apart, for step 1): the Explorer's wait for a step's
+rollouts, the Trainer's train step, weight sync and whole step, the wall time between explore steps
+(with one explore step: its rollouts), each trainer step's own figures, the trainer's time per
 explore step (multi-step GRPO makes one experience per model call, so FrozenLake's explore step
 feeds several trainer steps), peak GPU memory per GPU (nvidia-smi) and the trainer's peak
 allocation; then the time to the first step and an estimate for --estimate-steps explore steps
