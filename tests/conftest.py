@@ -36,3 +36,35 @@ def write_scalars(run: Path, side: str, series: dict[str, list[tuple]]) -> None:
         for step, value, *wall_time in points:
             writer.add_scalar(tag, value, step, walltime=wall_time[0] if wall_time else None)
     writer.close()
+
+
+def write_model(folder, seed, init_range=0.02, nudge_from=None):
+    """A small random Llama (vocabulary above every probe token id); or, with nudge_from, that
+    model's weights plus noise of std `init_range`: an update of that size."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from gpu import engine_check
+
+    torch.manual_seed(seed)
+    if nudge_from is not None:
+        model = LlamaForCausalLM.from_pretrained(nudge_from)
+        with torch.no_grad():
+            for parameter in model.parameters():
+                parameter.add_(torch.randn_like(parameter) * init_range)
+    else:
+        config = LlamaConfig(vocab_size=max(engine_check.PROBE_TOKENS) + 64, hidden_size=64, intermediate_size=128,
+                             num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                             initializer_range=init_range)
+        model = LlamaForCausalLM(config)
+    model.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def versions(tmp_path_factory):
+    """The trainer's weights at versions 0 and 1 (an update that moved them), and a version 1 barely moved."""
+    root = tmp_path_factory.mktemp("versions")
+    v0 = write_model(root / "v0", seed=0, init_range=0.2)
+    return {0: v0, 1: write_model(root / "v1", seed=1, init_range=0.05, nudge_from=v0),
+            "barely": write_model(root / "barely", seed=2, init_range=1e-5, nudge_from=v0)}

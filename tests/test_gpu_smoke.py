@@ -13,7 +13,7 @@ import torch
 from gpu import smoke
 
 from conftest import REPO, dry_run, write_scalars
-from test_engine_check import probe, runner_logs, write_model
+from test_engine_check import probe, runner_logs
 
 
 needs_gpus = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (README: GPU smoke test)")
@@ -54,14 +54,6 @@ def test_the_smoke_settings_pass_trinitys_checker(config, tmp_path):
     assert "attention       sdpa (trainer), padding removal False" in out
 
 
-@pytest.fixture(scope="module")
-def weights(tmp_path_factory):
-    """The starting model and the trainer's HF weights after update 1."""
-    root = tmp_path_factory.mktemp("weights")
-    v0 = write_model(root / "v0", seed=0, init_range=0.2)
-    return {0: v0, 1: write_model(root / "v1", seed=1, init_range=0.05, nudge_from=v0)}
-
-
 def write_run(job, weights, experiences=(16, 16), tags=("rollout/success/mean",), steps=2, alphas=None,
               idle_engine=False, stale_engine=False):
     """A run folder laid out as Trinity writes it (tensorboard, checkpoints, state file, runner logs) on the
@@ -99,8 +91,8 @@ def checked(tmp_path, weights, config="frozenlake.yaml", tasks=None, exit_code=0
     return result
 
 
-def test_a_complete_run_passes_every_check(tmp_path, weights):
-    result = checked(tmp_path, weights, config="frozenlake_difficulty.yaml", tasks=3, alphas=[1.0, 2.0, 3.0])
+def test_a_complete_run_passes_every_check(tmp_path, versions):
+    result = checked(tmp_path, versions, config="frozenlake_difficulty.yaml", tasks=3, alphas=[1.0, 2.0, 3.0])
     assert result.ok, [c for c in result.checks if not c.ok]
     assert result.experiences == [16, 16] and result.per_step_s is not None and result.per_step_s < 60
     assert result.plan == "4 GPU(s): 2 engine(s) x 1 GPU, trainer 2 GPU(s)"
@@ -116,16 +108,16 @@ def test_a_complete_run_passes_every_check(tmp_path, weights):
     (dict(idle_engine=True), "every engine started rollouts in every explore step"),
     (dict(stale_engine=True), "engine 1 holds the trainer's version-1 weights"),
 ])
-def test_each_check_catches_what_it_claims(tmp_path, weights, broken, failing):
-    result = checked(tmp_path, weights, **broken)
+def test_each_check_catches_what_it_claims(tmp_path, versions, broken, failing):
+    result = checked(tmp_path, versions, **broken)
     assert not result.ok
     assert failing in [c.name for c in result.checks if not c.ok]
 
 
-def test_the_selector_check_needs_a_posterior_for_every_task(tmp_path, weights):
-    result = checked(tmp_path, weights, config="frozenlake_difficulty.yaml", tasks=4, alphas=[1.0, 2.0, 3.0])
+def test_the_selector_check_needs_a_posterior_for_every_task(tmp_path, versions):
+    result = checked(tmp_path, versions, config="frozenlake_difficulty.yaml", tasks=4, alphas=[1.0, 2.0, 3.0])
     assert [c.name for c in result.checks if not c.ok] == ["selector posteriors saved"]
-    assert not checked(tmp_path / "none", weights, config="frozenlake_difficulty.yaml", tasks=3).ok
+    assert not checked(tmp_path / "none", versions, config="frozenlake_difficulty.yaml", tasks=3).ok
 
 
 def test_tags_are_matched_exactly_or_by_a_prefix_ending_in_a_slash():
