@@ -223,8 +223,11 @@ def test_ctrl_c_during_training_ends_the_launch_with_130_and_the_last_saved_step
     import subprocess
     import sys
 
+    # SIGINT handled as in a terminal, however pytest was started: a background job of a script
+    # (`cmd &` without job control) inherits SIGINT ignored, and Ctrl-C would then do nothing.
     process = subprocess.Popen([sys.executable, "-c", CTRL_C_DURING_TRAINING, str(tmp_path)], cwd=REPO,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         for line in process.stdout:  # wait until tune() sits in ray.wait
             if line.strip() == "training":
@@ -235,6 +238,7 @@ def test_ctrl_c_during_training_ends_the_launch_with_130_and_the_last_saved_step
         out, err = process.communicate(timeout=90)
     finally:
         process.kill()
+        process.wait()  # reaped: a zombie child would fail the next tests that look for leftover processes
     assert time.monotonic() - started < 60
     assert "exit code 130" in out, err[-3000:]
     assert "interrupted: the trainer's last saved state is step 0; checkpoints in" in err
