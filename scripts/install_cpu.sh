@@ -12,8 +12,8 @@ if [ ! -x .venv/bin/python ]; then
     echo "error: $(pwd): $((free_kib / 1024)) MiB free on this disk; a new .venv needs about $need_gib GiB" >&2
     exit 1
   fi
+  "$python" -m venv .venv
 fi
-[ -x .venv/bin/python ] || "$python" -m venv .venv
 pip=(.venv/bin/python -m pip install --progress-bar off)
 "${pip[@]}" -U pip
 # torch first, pinned: anything unpinned would fetch a multi-GB CUDA build instead of the CPU wheel.
