@@ -8,7 +8,7 @@ MODEL is a Hugging Face model folder, or a GGUF file, which transformers turns i
 
 1. serve MODEL with vLLM's OpenAI-compatible server and run `scripts/evaluate.py --model openai`
    on the test split (success rate with its interval, invalid-action rate, by map size);
-2. train it with `configs/frozenlake.yaml` through `frozenlake/main.py --attn sdpa` (batch, group
+2. train it with `configs/frozenlake.yaml` through `frozenlake/main.py` (batch, group
    and learning rate from the flags, anything else with --set), for --steps explore steps, or for
    --minutes of wall time from the launch: then the run is interrupted as Ctrl-C would, and the
    last checkpoint it completed (one every --save-every trainer steps) is the trained model;
@@ -151,7 +151,8 @@ def train_command(model: Path, data: Path, checkpoints: Path, args: argparse.Nam
                          "trainer.max_checkpoints_to_keep": 2})
     flags = [f"--set={key}={json.dumps(value)}" for key, value in settings.items()]
     return [sys.executable, "frozenlake/main.py", "--model-path", str(model), "--data-dir", str(data),
-            "--checkpoint-dir", str(checkpoints), "--attn", "sdpa", *flags, *[f"--set={s}" for s in args.set]]
+            "--checkpoint-dir", str(checkpoints), *(["--attn", args.attn] if args.attn else []), *flags,
+            *[f"--set={s}" for s in args.set]]
 
 
 def last_checkpoint(checkpoints: Path) -> Path:
@@ -358,6 +359,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-tokens", type=int, default=2048, help="tokens per reply, as in training")
     parser.add_argument("--max-model-len", type=int, default=25600, help="vLLM context, as in training")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="passed to the launcher")
+    parser.add_argument("--attn", default=None, help="the launcher's --attn (default: the launcher's, auto; "
+                                                      "the three runs of 2026-12-01 used sdpa)")
     parser.add_argument("--skip-before", action="store_true", help="reuse <out>/before/report.json")
     parser.add_argument("--report-only", action="store_true",
                         help="only redraw before_after.{md,png} from <out>/before and <out>/after")

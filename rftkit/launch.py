@@ -38,7 +38,7 @@ from typing import Any, Callable
 
 import yaml
 
-from rftkit import attention, colocate, supervise
+from rftkit import attention, colocate, supervise, weight_sync
 from rftkit.files import atomic_paths, check_writable
 from rftkit.inputs import InputError
 
@@ -74,9 +74,9 @@ def add_arguments(parser: argparse.ArgumentParser, default_config: str) -> None:
     parser.add_argument("--engines", type=int, default=None,
                         help="rollout engines (default: half of all GPUs, divided by tensor parallel size)")
     parser.add_argument("--attn", choices=attention.ATTN_CHOICES, default=None,
-                        help="the trainer's attention implementation (default: the YAML's, else Trinity's "
-                             "flash_attention_2, which needs the flash-attn package); sdpa also turns off "
-                             "padding removal and needs no flash-attn")
+                        help="the trainer's attention (default: the YAML's if it sets one, else auto: "
+                             "flash_attention_2 where flash-attn imports, else varlen, PyTorch's own "
+                             "kernels on packed micro-batches); sdpa and eager pad every micro-batch")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", type=parse_override,
                         dest="set_values",
                         help="override one YAML key, dotted (list items by index), the value read as YAML: "
@@ -272,8 +272,9 @@ def validate(config: dict, workflow_func: Callable, judge_func: Callable | None 
     return trinity_config
 
 
-def summarize(config) -> str:
-    """A readable account of what a validated Trinity config will run."""
+def summarize(config, attention_reason: str = "") -> str:
+    """A readable account of what a validated Trinity config will run; `attention_reason` says why
+    the trainer's attention is the one it is."""
     rollout = config.explorer.rollout_model
     explorer_input = config.buffer.explorer_input
     lines = [
@@ -318,9 +319,12 @@ def summarize(config) -> str:
         f"sync            {config.synchronizer.sync_method.value}, every {config.synchronizer.sync_interval} step(s)",
         f"checkpoints     {config.checkpoint_job_dir}, every {config.trainer.save_interval} steps",
         f"monitor         {config.monitor.monitor_type}",
-        f"attention       {attention.configured_attention({'trainer': vars(config.trainer)})} (trainer), "
-        f"padding removal {config.trainer.use_remove_padding}",
+        f"attention       " + attention.describe(
+            attention.configured_attention({"trainer": vars(config.trainer)}) or attention.TRINITY_DEFAULT_ATTN,
+            config.trainer.use_remove_padding),
     ]
+    if attention_reason:
+        lines.append(f"  chosen by     {attention_reason}")
     return "\n".join(lines)
 
 
@@ -356,13 +360,17 @@ def connect_ray(trinity_config) -> None:
     first with the same namespace and environment, is the one the run uses. The
     hook (`rftkit.attention.worker_setup`) lets verl's trainer workers run
     without flash-attn; on one GPU (`rftkit.colocate.worker_setup`) it also
-    keeps the rollout engine from reserving the GPU the trainer needs.
+    keeps the rollout engine from reserving the GPU the trainer needs, and hands
+    the weights over in the engine's dtype.
     """
     import ray
 
     hook = colocate.worker_setup if trinity_config.mode == "colocate" else attention.worker_setup
+    env_vars = trinity_config.get_envs()
+    if trinity_config.mode == "colocate":  # weights through the object store: in the engine's dtype
+        env_vars[weight_sync.DTYPE_ENV] = trinity_config.explorer.rollout_model.dtype
     ray.init(address=trinity_config.cluster.ray_address, namespace=trinity_config.ray_namespace,
-             runtime_env={"env_vars": trinity_config.get_envs(),
+             runtime_env={"env_vars": env_vars,
                           "worker_process_setup_hook": f"{hook.__module__}.{hook.__name__}"})
 
 
@@ -390,19 +398,17 @@ def launch(args: argparse.Namespace, workflow_func: Callable, judge_func: Callab
     it may also make missing data. Bad input ends the program with an
     InputError before anything is written or started.
     """
-    # Later entries win: the path flags, then --attn, then each --set in order.
-    overrides = {"model.model_path": args.model_path, "checkpoint_root_dir": args.checkpoint_dir,
-                 **(overrides or {})}
-    overrides = {key: value for key, value in overrides.items() if value is not None}
-    if args.attn == "sdpa":
-        overrides.update(attention.SDPA_OVERRIDES)
-    elif args.attn is not None:
-        overrides[attention.ATTN_KEY] = args.attn
-    overrides.update(args.set_values)
     for flag in ("gpus", "nodes", "engines"):
         if getattr(args, flag) is not None and getattr(args, flag) < 1:
             raise InputError(f"--{flag} must be at least 1, got {getattr(args, flag)}")
     raw = load_yaml(args.config)
+    # Later entries win: the path flags, then the attention, then each --set in order.
+    overrides = {"model.model_path": args.model_path, "checkpoint_root_dir": args.checkpoint_dir,
+                 **(overrides or {})}
+    overrides = {key: value for key, value in overrides.items() if value is not None}
+    attention_overrides, attention_reason = attention.choose(args.attn, raw, dict(args.set_values))
+    overrides.update(attention_overrides)
+    overrides.update(args.set_values)
 
     nodes, gpus_detected = detect_cluster()
     gpus = args.gpus or gpus_detected
@@ -423,7 +429,7 @@ def launch(args: argparse.Namespace, workflow_func: Callable, judge_func: Callab
     if args.dry_run:
         if prepare is not None:
             prepare(config, True)
-        print(summarize(validate(config, workflow_func, judge_func, args.config)))
+        print(summarize(validate(config, workflow_func, judge_func, args.config), attention_reason))
         if gpus_detected == 0:
             print("(Trinity's NO GPU DETECTED notice above only means it could not estimate GPU memory here.)")
         print("dry run: the config is valid; nothing was launched")
@@ -435,6 +441,9 @@ def launch(args: argparse.Namespace, workflow_func: Callable, judge_func: Callab
     if prepare is not None:
         prepare(config, False)
     attention.check_attention(config, args.config)
+    print("trainer attention: " + attention.describe(
+        attention.configured_attention(config) or attention.TRINITY_DEFAULT_ATTN,
+        get_key(config, "trainer", args.config).get("use_remove_padding", True)) + f" ({attention_reason})", flush=True)
     path = write_yaml(config, Path(config["checkpoint_root_dir"]) / f"{config['project']}-{config['name']}.yaml")
     print(f"launch config: {path}", flush=True)
     from agentscope.tuner import tune

@@ -1,11 +1,11 @@
-"""Training without flash-attn: the launch check, the sdpa overrides, and verl's padding helpers in Ray workers."""
+"""Training without flash-attn: the launch's choice of attention, its checks, and the worker setup in Ray workers."""
 
 import subprocess
 import sys
 
 import pytest
 
-from rftkit import attention, launch
+from rftkit import attention, launch, packed_attention
 
 from conftest import REPO
 
@@ -36,14 +36,23 @@ def test_verl_needs_flash_attn_for_padding_without_the_setup_hook():
     assert result.returncode != 0 and "No module named 'flash_attn'" in result.stderr
 
 
+# What the hook must leave in a trainer process: the packed attention known to transformers, and verl's
+# log-probs computed in blocks instead of its row-by-row fallback.
+TRAINER_READY = """
+import transformers.modeling_utils, verl.utils.torch_functional as verl_functional
+assert "rftkit_varlen" in transformers.modeling_utils.ALL_ATTENTION_FUNCTIONS.valid_keys()
+assert verl_functional.logprobs_from_logits_v2.__module__ == "rftkit.logprobs"
+print("trainer ready")
+"""
+
+
 @pytest.mark.parametrize("when", ["before verl is imported", "after verl is imported"])
-def test_the_setup_hook_points_verl_at_its_torch_padding_helpers(when):
+def test_the_setup_hook_points_verl_at_its_torch_padding_helpers_and_log_probs(when):
     setup = "from rftkit.attention import worker_setup; worker_setup()\n"
-    code = setup + UNPAD_ROUND_TRIP if when.startswith("before") else \
-        "import verl.utils.attention_utils\n" + setup + UNPAD_ROUND_TRIP
-    result = run_python(code)
+    first = "" if when.startswith("before") else "import verl.utils.attention_utils, verl.utils.torch_functional\n"
+    result = run_python(first + setup + UNPAD_ROUND_TRIP + TRAINER_READY)
     assert result.returncode == 0, result.stderr[-2000:]
-    assert "round trip ok" in result.stdout
+    assert "round trip ok" in result.stdout and "trainer ready" in result.stdout
 
 
 def test_the_hook_reaches_ray_workers_and_the_actors_they_start():
@@ -56,6 +65,7 @@ from rftkit.launch import connect_ray
 class Worker:  # stands for verl's WorkerDict
     def round_trip(self):
         exec(UNPAD_ROUND_TRIP)
+        exec(TRAINER_READY)
         return "ok"
 
 @ray.remote
@@ -74,39 +84,75 @@ class Config:  # the fields of Trinity's config that connect_ray reads
 connect_ray(Config())
 print("nested:", ray.get(Trainer.remote().run.remote()))
 ray.shutdown()
-""".replace("UNPAD_ROUND_TRIP", repr(UNPAD_ROUND_TRIP))
+""".replace("UNPAD_ROUND_TRIP", repr(UNPAD_ROUND_TRIP)).replace("TRAINER_READY", repr(TRAINER_READY))
     result = run_python(code)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "nested: ok" in result.stdout
 
 
-def test_launch_stops_before_ray_when_flash_attention_is_configured_but_missing(tmp_path, monkeypatch, frozenlake_data):
+@pytest.mark.parametrize("how", ["--attn flash_attention_2", "set in the YAML"])
+def test_launch_stops_before_ray_when_flash_attention_is_chosen_but_missing(tmp_path, monkeypatch, frozenlake_data,
+                                                                             how):
     from frozenlake import main as frozenlake_main
 
     monkeypatch.setattr(launch, "detect_cluster", lambda: (1, 2))
     monkeypatch.setattr(launch, "ensure_ray", lambda: pytest.fail("Ray must not be started"))
+    flags = ["--attn", "flash_attention_2"] if how.startswith("--attn") else \
+        ["--set", f"{attention.ATTN_KEY}=flash_attention_2"]
     with pytest.raises(SystemExit) as stop:
-        frozenlake_main.main(["--data-dir", str(frozenlake_data), "--checkpoint-dir", str(tmp_path)])
+        frozenlake_main.main(["--data-dir", str(frozenlake_data), "--checkpoint-dir", str(tmp_path), *flags])
     message = str(stop.value)
     assert "attn_implementation=flash_attention_2" in message and "flash-attn" in message
-    assert "--attn sdpa" in message and attention.ATTN_KEY in message
+    assert "--attn varlen" in message
+
+
+def dry_run_summary(tmp_path, capsys, *flags) -> str:
+    from frozenlake import main as frozenlake_main
+
+    code = frozenlake_main.main(["--dry-run", "--gpus", "2", "--checkpoint-dir", str(tmp_path), *flags])
+    assert code == 0
+    return capsys.readouterr().out
 
 
 def test_attn_flag_and_set_overrides_reach_the_validated_config(tmp_path, capsys):
-    from frozenlake import main as frozenlake_main
-
-    code = frozenlake_main.main(["--dry-run", "--gpus", "2", "--checkpoint-dir", str(tmp_path), "--attn", "sdpa",
-                                 "--set", "buffer.batch_size=4", "--set", "algorithm.repeat_times=2",
-                                 "--set", "explorer.rollout_model.enforce_eager=true"])
-    out = capsys.readouterr().out
-    assert code == 0
-    assert "attention       sdpa (trainer), padding removal False" in out
+    out = dry_run_summary(tmp_path, capsys, "--attn", "sdpa", "--set", "buffer.batch_size=4",
+                          "--set", "algorithm.repeat_times=2", "--set", "explorer.rollout_model.enforce_eager=true")
+    assert "attention       sdpa, padding removal False, log-probs by blocks (rftkit.logprobs)" in out
+    assert "chosen by     --attn sdpa" in out
     assert "up to 4096 tokens per GPU, each row padded to the micro-batch's longest" in out
     assert "group 2, batch 4 tasks (8 experiences)" in out
 
 
+def test_without_flash_attn_the_default_launch_trains_packed_on_torch_varlen_kernels(tmp_path, capsys):
+    out = dry_run_summary(tmp_path, capsys)
+    assert (f"attention       {packed_attention.NAME} (torch varlen kernels, packed micro-batches), padding removal "
+            "True, log-probs in blocks (rftkit.logprobs)") in out
+    assert "chosen by     auto: no flash-attn here (ModuleNotFoundError" in out
+    assert "up to 4096 tokens per GPU\n" in out  # no padding to the longest row
+
+
+def test_an_attention_set_in_the_yaml_is_kept_unless_attn_is_given(tmp_path, capsys):
+    out = dry_run_summary(tmp_path, capsys, "--set", f"{attention.ATTN_KEY}=eager",
+                          "--set", "trainer.use_remove_padding=false")
+    assert "attention       eager, padding removal False" in out and "chosen by     set in the config" in out
+    out = dry_run_summary(tmp_path, capsys, "--attn", "auto", "--set", "trainer.use_remove_padding=false")
+    assert f"attention       {packed_attention.NAME}" in out and "padding removal False" in out  # --set comes last
+
+
+def test_auto_prefers_flash_attn_where_it_imports_then_varlen_then_sdpa(monkeypatch):
+    monkeypatch.setattr(attention, "flash_attn_error", lambda: None)
+    assert attention.choose(None, {}) == (attention.overrides("flash_attention_2"), "auto: flash-attn imports here")
+    monkeypatch.setattr(attention, "flash_attn_error", lambda: "ImportError: none")
+    overrides, why = attention.choose("auto", {})
+    assert overrides == {attention.ATTN_KEY: packed_attention.NAME, attention.PADDING_KEY: True} and "varlen" in why
+    monkeypatch.setattr(packed_attention, "has_varlen_kernel", lambda: False)
+    overrides, why = attention.choose(None, {})
+    assert overrides == {attention.ATTN_KEY: "sdpa", attention.PADDING_KEY: False}
+    assert "no torch.nn.attention.varlen" in why
+
+
 def test_configured_attention_reads_the_yaml_key():
-    assert attention.configured_attention({}) == "flash_attention_2"
+    assert attention.configured_attention({}) is None
     config = {}
     launch.set_key(config, attention.ATTN_KEY, "sdpa")
     assert attention.configured_attention(config) == "sdpa"
@@ -138,11 +184,12 @@ def test_a_set_key_that_has_no_place_in_the_config_is_refused():
 
 
 
-def test_sdpa_lets_packed_sequences_attend_to_each_other_so_padding_removal_stays_off():
-    """verl's padding removal packs a micro-batch's sequences into one row, told apart only by their
-    position ids. flash-attn's variable-length kernels keep them apart; transformers' sdpa does not
-    (checked on transformers 5.24), so with sdpa each token would see the sequences packed before it.
-    If this starts to fail, packing under sdpa has become correct and worth turning on."""
+def test_sdpa_separates_packed_sequences_only_through_a_dense_mask_built_from_positions():
+    """verl's padding removal packs a micro-batch's sequences into one row, told apart by their position ids.
+    transformers 5.24's sdpa keeps them apart only by building a (tokens x tokens) mask from those ids, and only
+    when no cache is in use (verl passes use_cache=False; a model in eval mode otherwise makes one, and then
+    every token sees the sequences packed before it). A dense mask over a 16k-token row is what the varlen
+    path avoids, so `--attn sdpa` keeps padding removal off."""
     import torch
     from transformers import AutoModelForCausalLM, Qwen2Config
 
@@ -151,15 +198,13 @@ def test_sdpa_lets_packed_sequences_attend_to_each_other_so_padding_removal_stay
                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512)
     model = AutoModelForCausalLM.from_config(config, attn_implementation="sdpa").eval()
     sequences = [torch.randint(0, 500, (n,)) for n in (7, 13, 5)]
+    first = len(sequences[0])
     with torch.no_grad():
         alone = torch.cat([model(input_ids=s[None]).logits[0] for s in sequences])
         positions = torch.cat([torch.arange(len(s)) for s in sequences])[None]
-        packed = model(input_ids=torch.cat(sequences)[None], position_ids=positions).logits[0]
-        padded = model(input_ids=torch.nn.utils.rnn.pad_sequence(sequences, batch_first=True),
-                       attention_mask=torch.nn.utils.rnn.pad_sequence(
-                           [torch.ones(len(s), dtype=torch.long) for s in sequences], batch_first=True)).logits
-    first = len(sequences[0])
-    assert torch.allclose(packed[:first], alone[:first], atol=1e-5)  # the first sequence has nothing before it
-    assert (packed[first:] - alone[first:]).abs().max() > 0.1  # the others attend across the boundary
-    assert torch.allclose(torch.cat([padded[i, :len(s)] for i, s in enumerate(sequences)]), alone, atol=1e-5)
-    assert attention.SDPA_OVERRIDES["trainer.use_remove_padding"] is False
+        with_cache = model(input_ids=torch.cat(sequences)[None], position_ids=positions).logits[0]
+        without_cache = model(input_ids=torch.cat(sequences)[None], position_ids=positions, use_cache=False).logits[0]
+    assert torch.allclose(with_cache[:first], alone[:first], atol=1e-5)  # the first sequence has nothing before it
+    assert (with_cache[first:] - alone[first:]).abs().max() > 0.1  # the others attend across the boundary
+    assert torch.allclose(without_cache, alone, atol=1e-5)
+    assert attention.overrides("sdpa")[attention.PADDING_KEY] is False

@@ -58,6 +58,9 @@ ray.init = functools.partial(ray.init, num_cpus=4, num_gpus=1)  # Ray counts GPU
 class Config:  # the fields of Trinity's config that connect_ray reads
     class cluster:
         ray_address = "local"
+    class explorer:
+        class rollout_model:
+            dtype = "bfloat16"
     ray_namespace = "colocate-test"
     mode = MODE
     def get_envs(self):

@@ -37,7 +37,7 @@ def train_dry_run(args, tmp_path):
 
 
 def test_the_training_launch_passes_trinitys_checker(tmp_path):
-    args = argparse.Namespace(steps=40, minutes=None, batch=8, group=8, lr=2e-6, set=["explorer.runner_per_model=8"])
+    args = argparse.Namespace(steps=40, minutes=None, batch=8, group=8, lr=2e-6, set=["explorer.runner_per_model=8"], attn=None)
     out = train_dry_run(args, tmp_path)
     assert "group 8, batch 8 tasks (64 experiences), lr 2e-06" in out
     assert "runners/engine 8" in out and "every 40 steps" in out
@@ -46,7 +46,7 @@ def test_the_training_launch_passes_trinitys_checker(tmp_path):
 
 
 def test_a_timed_launch_keeps_recent_checkpoints_with_hf_weights(tmp_path):
-    args = argparse.Namespace(steps=None, minutes=12, save_every=10, batch=8, group=8, lr=1e-6, set=[])
+    args = argparse.Namespace(steps=None, minutes=12, save_every=10, batch=8, group=8, lr=1e-6, set=[], attn=None)
     command = learning.train_command(tmp_path / "model", tmp_path / "data", tmp_path / "ckpt", args)
     assert not any("buffer.total_steps" in part for part in command)  # the time budget decides
     assert {"--set=trainer.save_interval=10", '--set=trainer.save_hf_checkpoint="always"',
@@ -214,7 +214,7 @@ def test_the_whole_script_runs_with_a_fixture_server_and_a_recorded_run(tmp_path
     def recorded_run(command, log_file, minutes=None):
         if command[1] != "frozenlake/main.py":
             return real_run(command, log_file, minutes)
-        assert "--attn" in command and minutes == 0.5
+        assert "--attn" not in command and minutes == 0.5  # the launcher's own choice of attention
         run = record_run(tmp_path / "out")
         for step in (10, 20):  # 20 was being written when the run was stopped
             (run / f"global_step_{step}" / "actor" / "huggingface").mkdir(parents=True)

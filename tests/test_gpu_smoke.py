@@ -51,7 +51,7 @@ def test_the_smoke_settings_pass_trinitys_checker(config, tmp_path):
     command = smoke.command_for(config, tmp_path / "work", tmp_path / "model", tmp_path / "ckpt")
     out = dry_run(command)
     assert f"group {smoke.GROUP}, batch {smoke.TASKS} tasks" in out
-    assert "attention       sdpa (trainer), padding removal False" in out
+    assert "attention       rftkit_varlen (torch varlen kernels, packed micro-batches), padding removal True" in out
 
 
 def write_run(job, weights, experiences=(16, 16), tags=("rollout/success/mean",), steps=2, alphas=None,

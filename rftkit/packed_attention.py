@@ -1,0 +1,164 @@
+"""Padding-free attention for the trainer without the flash-attn package.
+
+With padding removal on (`trainer.use_remove_padding: true`), verl packs a micro-batch's
+sequences into one row of `total_tokens` and Trinity passes their boundaries to the model as
+`cu_seq_lens_q` / `max_length_q` (the same keyword arguments transformers' own flash-attn path
+reads). Plain sdpa ignores them, so packed sequences would attend across each other. This
+module registers an attention function, `NAME`, that keeps them apart:
+
+* on CUDA it calls PyTorch's own FlashAttention-2 kernels through
+  `torch.nn.attention.varlen.varlen_attn` (torch >= 2.10, forward and backward), causal within
+  each sequence;
+* elsewhere (CPU tests) it runs causal sdpa one sequence at a time, with the same inputs and
+  outputs, so the plumbing can be checked on any machine.
+
+Key and value heads are repeated to the query heads (grouped-query attention) unless this torch's
+`varlen_attn` takes `enable_gqa` (2.12 and later). The name must not contain "flash": transformers
+treats such names as hub kernels to download.
+
+Only packed input is accepted: a padded batch (several rows, or a padding mask) has no boundaries
+to read, and the function says so instead of mixing sequences.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import torch
+import torch.nn.functional as F
+from torch.utils.weak import WeakIdKeyDictionary
+
+NAME = "rftkit_varlen"
+
+_max_lengths = WeakIdKeyDictionary()  # cu_seqlens tensor -> its longest sequence
+
+
+def _varlen_kernel():
+    """(varlen_attn, takes enable_gqa, causal keyword) of this torch, or None where it has none."""
+    try:
+        from torch.nn.attention.varlen import varlen_attn
+    except ImportError:
+        return None
+    params = inspect.signature(varlen_attn).parameters
+    # torch 2.10 spells causal `is_causal=True`; 2.11 and later, `window_size=(-1, 0)`.
+    causal = {"window_size": (-1, 0)} if "window_size" in params else {"is_causal": True}
+    return varlen_attn, "enable_gqa" in params, causal
+
+
+_KERNEL = _varlen_kernel()
+
+
+def boundaries(kwargs: dict, total: int, device: torch.device) -> tuple[torch.Tensor, int]:
+    """(cu_seqlens as int32 on `device`, longest sequence) of a packed row of `total` tokens.
+
+    Taken from `cu_seq_lens_q`/`max_length_q` when the caller passes them (Trinity's trainer
+    does), else from `position_ids`, where every sequence starts again at position 0.
+    """
+    cu = kwargs.get("cu_seq_lens_q")
+    if cu is None:
+        positions = kwargs.get("position_ids")
+        if positions is None:
+            cu = torch.tensor([0, total], device=device)
+        else:
+            starts = torch.nonzero(positions.reshape(-1)[:total] == 0).flatten()
+            if starts.numel() == 0 or starts[0] != 0:
+                starts = torch.cat([starts.new_zeros(1), starts])
+            cu = torch.cat([starts, starts.new_tensor([total])])
+    cu = cu.to(device=device, dtype=torch.int32)
+    longest = kwargs.get("max_length_q")
+    if longest is None or isinstance(longest, torch.Tensor):
+        # Every layer sees the same cu_seqlens tensor: read its longest sequence back from the GPU once.
+        if cu not in _max_lengths:
+            _max_lengths[cu] = int(cu.diff().max())
+        longest = _max_lengths[cu]
+    return cu, int(longest)
+
+
+def _per_sequence_sdpa(q, k, v, cu: torch.Tensor, scale: float | None) -> torch.Tensor:
+    """Causal sdpa on each sequence of a packed (tokens, heads, dim) batch: the reference path."""
+    out = torch.empty_like(q)
+    edges = cu.tolist()
+    for start, end in zip(edges, edges[1:]):
+        # (tokens, heads, dim) -> (1, heads, tokens, dim) for sdpa
+        qs, ks, vs = (t[start:end].transpose(0, 1).unsqueeze(0) for t in (q, k, v))
+        out[start:end] = F.scaled_dot_product_attention(qs, ks, vs, is_causal=True, scale=scale)[0].transpose(0, 1)
+    return out
+
+
+def varlen_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                     attention_mask: torch.Tensor | None, scaling: float | None = None, dropout: float = 0.0,
+                     sliding_window: int | None = None, **kwargs) -> tuple[torch.Tensor, None]:
+    """transformers' attention-function interface: (batch, heads, tokens, dim) in, (batch, tokens, heads, dim) out."""
+    if query.shape[0] != 1 or attention_mask is not None:
+        raise ValueError(
+            f"attention {NAME!r} runs on packed micro-batches only (one row, no padding mask), got "
+            f"{query.shape[0]} row(s){' and a padding mask' if attention_mask is not None else ''}: "
+            f"set trainer.use_remove_padding: true, or choose another attention (--attn sdpa)")
+    if sliding_window is not None:
+        raise ValueError(f"attention {NAME!r} has no sliding-window support (layer asks for {sliding_window})")
+    if dropout:
+        raise ValueError(f"attention {NAME!r} has no dropout (got {dropout}); the trainer uses none")
+    total = query.shape[2]
+    cu, longest = boundaries(kwargs, total, query.device)
+    # (1, heads, tokens, dim) -> (tokens, heads, dim), as the varlen kernels take them
+    q, k, v = (t[0].transpose(0, 1).contiguous() for t in (query, key, value))
+    groups = q.shape[1] // k.shape[1]
+    gqa_in_kernel = _KERNEL is not None and _KERNEL[1]
+    if groups > 1 and not (q.is_cuda and gqa_in_kernel):
+        # head h of the query reads key/value head h // groups, as transformers' repeat_kv lays them out
+        k, v = (t.repeat_interleave(groups, dim=1) for t in (k, v))
+    if q.is_cuda and _KERNEL is not None:
+        varlen_attn, _, causal = _KERNEL
+        extra = {"enable_gqa": True} if groups > 1 and gqa_in_kernel else {}
+        out = varlen_attn(q, k, v, cu, cu, longest, longest, scale=scaling, **causal, **extra)
+    else:
+        out = _per_sequence_sdpa(q, k, v, cu, scaling)
+    return out.unsqueeze(0), None
+
+
+VERL_VERSION = "0.8.0"  # the verl `keep_out_of_checkpoints` was written against
+
+
+def keep_out_of_checkpoints(model_config_module) -> None:
+    """Keep `NAME` out of the config.json of the trainer's checkpoints.
+
+    verl's `HFModelConfig` loads the model config with the configured attention and then copies every
+    `override_config` key onto it as a plain attribute, `attn_implementation` included, which
+    `save_pretrained` writes out: a checkpoint would name an attention that only a process with
+    this module can load. The model keeps `NAME` (transformers reads `_attn_implementation`); the
+    copy goes, so a checkpoint loads anywhere with transformers' default attention.
+    """
+    import inspect
+
+    model_config = getattr(model_config_module, "HFModelConfig", None)
+    post_init = getattr(model_config, "__post_init__", None)
+    if getattr(post_init, "keeps_attention_out", False):
+        return
+    try:
+        copies = "update_model_config(self.hf_config" in inspect.getsource(post_init)
+    except (TypeError, OSError):
+        copies = False
+    if not copies:
+        raise RuntimeError(f"rftkit.packed_attention was written against verl {VERL_VERSION}, whose HFModelConfig "
+                           f"copies override_config onto hf_config in __post_init__; this verl does not: update "
+                           f"keep_out_of_checkpoints")
+
+    def __post_init__(self):
+        post_init(self)
+        if getattr(self.hf_config, "attn_implementation", None) == NAME:
+            del self.hf_config.attn_implementation
+
+    __post_init__.keeps_attention_out = True
+    model_config.__post_init__ = __post_init__
+
+
+def has_varlen_kernel() -> bool:
+    """Whether this torch has `torch.nn.attention.varlen`, the kernels this path runs on CUDA."""
+    return _KERNEL is not None
+
+
+def register(modeling_utils=None) -> None:
+    """Make `NAME` a valid `attn_implementation` in this process (given transformers.modeling_utils, or importing it)."""
+    if modeling_utils is None:
+        from transformers import modeling_utils
+    modeling_utils.AttentionInterface.register(NAME, varlen_attention)

@@ -1,0 +1,119 @@
+"""rftkit.weight_sync: the colocated weight hand-over in the engine's dtype, on an FSDP2 model on CPU."""
+
+import os
+import subprocess
+import sys
+import types
+
+import pytest
+import torch
+
+from rftkit import weight_sync
+
+from conftest import REPO
+
+FSDP2_GATHER = """
+import os, socket, torch, torch.distributed as dist
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import fully_shard
+with socket.socket() as s:
+    s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]
+os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+dist.init_process_group("gloo", rank=0, world_size=1)
+mesh = init_device_mesh("cpu", (1,))
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(5, 4), torch.nn.Linear(4, 3))
+model.register_buffer("steps", torch.tensor([7]))
+for layer in model:
+    fully_shard(layer, mesh=mesh)
+fully_shard(model, mesh=mesh)
+import trinity.trainer.verl.fsdp_engine as fsdp_engine
+original = fsdp_engine.get_fsdp_full_state_dict(model, offload_to_cpu=True, rank0_only=True)
+from rftkit.weight_sync import use_engine_dtype
+use_engine_dtype(fsdp_engine)
+cast = fsdp_engine.get_fsdp_full_state_dict(model, offload_to_cpu=True, rank0_only=True)
+assert list(cast) == list(original), (list(cast), list(original))
+for name, tensor in original.items():
+    want = tensor.to(torch.bfloat16) if tensor.is_floating_point() else tensor
+    assert cast[name].dtype == want.dtype and cast[name].device.type == "cpu" and torch.equal(cast[name], want), name
+print("same names, bf16 values, integer buffer kept")
+dist.destroy_process_group()
+"""
+
+
+def test_the_fsdp2_gather_hands_over_bf16_values_under_the_same_names():
+    env = {**os.environ, weight_sync.DTYPE_ENV: "bfloat16"}
+    result = subprocess.run([sys.executable, "-c", FSDP2_GATHER], cwd=REPO, capture_output=True, text=True,
+                            timeout=300, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "same names, bf16 values, integer buffer kept" in result.stdout
+
+
+def fake_fsdp_engine(gather_call: str) -> types.ModuleType:
+    module = types.ModuleType("fsdp_engine")
+    exec(f"def fsdp_upload_state_dict(engine, synchronizer, global_step, logger):\n"
+         f"    state_dict = {gather_call}\n", module.__dict__)
+    module.get_fsdp_full_state_dict = lambda model, offload_to_cpu=True, rank0_only=True: {}
+    return module
+
+
+@pytest.mark.parametrize("value", [None, "float32", "auto"])
+def test_nothing_changes_unless_the_engine_runs_in_16_bits(value, monkeypatch):
+    monkeypatch.delenv(weight_sync.DTYPE_ENV, raising=False)
+    if value is not None:
+        monkeypatch.setenv(weight_sync.DTYPE_ENV, value)
+    module = fake_fsdp_engine(weight_sync.GATHER_CALL)
+    before = module.get_fsdp_full_state_dict
+    weight_sync.use_engine_dtype(module)
+    assert module.get_fsdp_full_state_dict is before
+
+
+def test_a_trinity_that_gathers_differently_stops_the_worker(monkeypatch):
+    monkeypatch.setenv(weight_sync.DTYPE_ENV, "bfloat16")
+    with pytest.raises(RuntimeError, match="written against Trinity-RFT 0.6.0"):
+        weight_sync.use_engine_dtype(fake_fsdp_engine("gather_somehow_else(model)"))
+
+
+def test_the_real_trinity_upload_is_what_the_patch_expects():
+    import inspect
+
+    import trinity.trainer.verl.fsdp_engine as fsdp_engine
+
+    assert weight_sync.GATHER_CALL in inspect.getsource(fsdp_engine.fsdp_upload_state_dict)
+
+
+def test_a_colocated_launch_gives_every_worker_the_engine_dtype():
+    """connect_ray puts the engine's dtype in the job's environment; verl's workers, started by Trinity's
+    Trainer with environment variables of their own, must still see it."""
+    code = """
+import os, ray
+from rftkit.launch import connect_ray
+
+@ray.remote
+class Worker:
+    def dtype(self):
+        return os.environ.get("RFTKIT_WEIGHT_SYNC_DTYPE"), os.environ.get("RANK")
+
+@ray.remote
+class Trainer:
+    def run(self):
+        return ray.get(Worker.options(runtime_env={"env_vars": {"RANK": "0"}}).remote().dtype.remote())
+
+class Config:
+    class cluster:
+        ray_address = "local"
+    class explorer:
+        class rollout_model:
+            dtype = "bfloat16"
+    ray_namespace = "weight-sync-test"
+    mode = "colocate"
+    def get_envs(self):
+        return {}
+
+connect_ray(Config())
+print("worker sees:", ray.get(Trainer.remote().run.remote()))
+ray.shutdown()
+"""
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=180)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "worker sees: ('bfloat16', '0')" in result.stdout
