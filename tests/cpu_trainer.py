@@ -1,0 +1,51 @@
+"""Run one setting of gpu/trainer_speed.py on CPU, with a tiny model: the trainer's real code path, minus the GPU.
+
+    python tests/cpu_trainer.py SETTING MODEL_DIR WORK_DIR RESULT.json
+
+verl and Trinity assume a GPU in a few places that have nothing to do with what is tested here (the
+attention, the log-probs, the weight hand-over); the shims below stand in for those, and only those:
+verl registers its FSDP engine for cuda and npu only, Trinity asks the GPU's compute capability,
+FSDP2's offload pins host memory, and verl reads the device's memory statistics for its logs.
+"""
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from gpu import trainer_speed  # noqa: E402
+
+# A batch small enough for a CPU, still of mixed lengths.
+trainer_speed.EXAMPLES["frozenlake"].update(experiences=6, prompt=(20, 40), reply=(4, 30))
+
+
+def shim_gpu_only_calls() -> None:
+    torch.cuda.get_device_capability = lambda *args: (8, 0)
+    torch.Tensor.pin_memory = lambda self, *args, **kwargs: self
+    for name in ("max_memory_allocated", "max_memory_reserved", "memory_allocated", "memory_reserved"):
+        setattr(torch.cpu, name, lambda *args, **kwargs: 0)
+    torch.cpu.reset_peak_memory_stats = lambda *args, **kwargs: None
+    import verl.utils.memory_utils
+    import verl.workers.engine.fsdp.transformer_impl as fsdp_impl
+    import verl.workers.engine_workers
+    from verl.workers.engine import EngineRegistry
+
+    verl.utils.memory_utils.aggressive_empty_cache = lambda *args, **kwargs: None
+    verl.workers.engine_workers.aggressive_empty_cache = lambda *args, **kwargs: None
+    for backend in ("fsdp", "fsdp2"):
+        EngineRegistry._engines["language_model"][backend]["cpu"] = fsdp_impl.FSDPEngineWithLMHead
+    # verl would ask for "cpu:gloo,cpu:nccl" here: one gloo group instead
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=trainer_speed.free_port())
+    torch.distributed.init_process_group("gloo", rank=0, world_size=1)
+
+
+if __name__ == "__main__":
+    setting, model, work, out = sys.argv[1:5]
+    trainer_speed.setup_worker_process(setting)  # first, as Ray's hook runs before anything is imported
+    shim_gpu_only_calls()
+    result = trainer_speed.run_setting("frozenlake", setting, Path(model), Path(work), steps=1)
+    Path(out).write_text(json.dumps(result))

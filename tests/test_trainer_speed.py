@@ -1,0 +1,73 @@
+"""gpu/trainer_speed.py on CPU: Trinity's trainer worker, built as a launch builds it, runs a step and a weight
+sync with the old and the new settings (tests/cpu_trainer.py), and they agree on the log-probs."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+    """A 2-layer Qwen2 with grouped-query heads (4 query heads to 2 KV heads) and SmolLM2's tokenizer."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from gpu.tiny_model import load_tokenizer
+
+    folder = tmp_path_factory.mktemp("tiny-qwen2")
+    tokenizer = load_tokenizer(None)
+    config = AutoConfig.for_model("qwen2", hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                  num_attention_heads=4, num_key_value_heads=2, vocab_size=len(tokenizer),
+                                  tie_word_embeddings=True, pad_token_id=tokenizer.pad_token_id,
+                                  eos_token_id=tokenizer.eos_token_id)
+    AutoModelForCausalLM.from_config(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def runs(tiny_model, tmp_path_factory):
+    results = {}
+    for setting in ("before", "sdpa-blocks", "varlen"):
+        work = tmp_path_factory.mktemp(setting)
+        out = work / "result.json"
+        result = subprocess.run([sys.executable, "tests/cpu_trainer.py", setting, str(tiny_model), str(work), str(out)],
+                                cwd=REPO, capture_output=True, text=True, timeout=600)
+        assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
+        results[setting] = json.loads(out.read_text())
+    return results
+
+
+def test_the_new_setting_runs_packed_with_block_log_probs_and_a_bf16_sync(runs):
+    new = runs["varlen"]
+    assert new["attention loaded"] == "rftkit_varlen" and new["padding removal"] is True
+    assert new["verl's log-prob fallback"] == "rftkit.logprobs.token_log_probs"
+    assert new["weight sync dtypes"] == "torch.bfloat16" and new["weight sync tensors"] > 0
+    assert new["attention in the checkpoint config"] is None  # a checkpoint loads without rftkit
+
+
+def test_the_old_setting_is_what_ran_before(runs):
+    old = runs["before"]
+    assert old["attention loaded"] == "sdpa" and old["padding removal"] is False
+    assert old["verl's log-prob fallback"] == "verl.utils.torch_functional.logprobs_from_logits_v2"
+    assert old["weight sync dtypes"] == "torch.float32"
+
+
+def test_packed_and_padded_give_the_same_reference_log_probs(runs):
+    from gpu.trainer_speed import GAP, LOGPROB_TOLERANCE, add_gaps
+
+    add_gaps(runs)
+    packed, old = runs["varlen"][GAP], runs["before"][GAP]
+    assert packed["tokens"] > 6 and packed["within"] is True
+    assert packed["max"] < 0.01  # bf16 autocast on both sides
+    # verl's row-by-row fallback returns bf16 log-probs: near -11, a step of 0.06 nats
+    assert old["within"] is None and packed["mean"] < old["mean"] < LOGPROB_TOLERANCE
+
+
+def test_a_step_is_timed_and_counted(runs):
+    for result in runs.values():
+        assert result["tokens per step"] > 0 and result["update (s)"] > 0 and result["reference log-probs (s)"] > 0
+        assert result["trainer tokens/s"] == pytest.approx(result["tokens per step"] / result["trainer step (s)"])
