@@ -16,8 +16,8 @@ CUDA 13). The launcher's `--attn` picks one of:
   unless `--attn` is given.
 
 `worker_setup`, Ray's `worker_process_setup_hook`, prepares every worker of a run: it registers
-the `varlen` attention with transformers (and keeps its name out of checkpoints' config.json, so
-they load anywhere) and, where flash-attn is absent, points verl at its
+the `varlen` attention with transformers, keeps the trainer's attention out of checkpoints'
+config.json (so they load anywhere, flash-attn or not), and, where flash-attn is absent, points verl at its
 pure-torch padding helpers (`verl/utils/npu_flash_attn_utils.py`) and at `rftkit.logprobs`. Each
 takes effect when the module it changes is imported, so workers that never load verl pay nothing.
 

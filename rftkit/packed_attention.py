@@ -120,13 +120,14 @@ VERL_VERSION = "0.8.0"  # the verl `keep_out_of_checkpoints` was written against
 
 
 def keep_out_of_checkpoints(model_config_module) -> None:
-    """Keep `NAME` out of the config.json of the trainer's checkpoints.
+    """Keep the trainer's attention out of the config.json of its checkpoints.
 
     verl's `HFModelConfig` loads the model config with the configured attention and then copies every
     `override_config` key onto it as a plain attribute, `attn_implementation` included, which
     `save_pretrained` writes out: a checkpoint would name an attention that only a process with
-    this module can load. The model keeps `NAME` (transformers reads `_attn_implementation`); the
-    copy goes, so a checkpoint loads anywhere with transformers' default attention.
+    this module (`NAME`), or with flash-attn (`flash_attention_2`), can load. The model keeps its
+    attention (transformers reads `_attn_implementation`); the copy goes, so a checkpoint loads
+    anywhere with transformers' default attention.
     """
     import inspect
 
@@ -145,7 +146,7 @@ def keep_out_of_checkpoints(model_config_module) -> None:
 
     def __post_init__(self):
         post_init(self)
-        if getattr(self.hf_config, "attn_implementation", None) == NAME:
+        if "attn_implementation" in vars(self.hf_config):
             del self.hf_config.attn_implementation
 
     __post_init__.keeps_attention_out = True

@@ -88,8 +88,10 @@ def test_boundaries_from_position_ids_split_where_positions_restart():
     assert cu.tolist() == [0, 3, 5, 6, 10] and cu.dtype == torch.int32 and longest == 4
 
 
-def test_checkpoints_of_the_packed_path_load_without_rftkit(tmp_path):
-    """verl copies `override_config` onto the model config, which checkpoints save: the name must not travel."""
+@pytest.mark.parametrize("attention", [packed_attention.NAME, "sdpa"])
+def test_checkpoints_name_no_attention_so_they_load_anywhere(attention, tmp_path):
+    """verl copies `override_config` onto the model config, which checkpoints save: the trainer's attention
+    must not travel with them (rftkit's needs rftkit, flash_attention_2 needs flash-attn)."""
     import subprocess
     import sys
 
@@ -105,9 +107,10 @@ from rftkit.attention import worker_setup
 worker_setup()
 from transformers import AutoModelForCausalLM
 from verl.workers.config.model import HFModelConfig
-config = HFModelConfig(path={str(tmp_path)!r}, override_config={{"attn_implementation": "rftkit_varlen"}})
+config = HFModelConfig(path={str(tmp_path)!r}, override_config={{"attn_implementation": {attention!r}}})
 model = AutoModelForCausalLM.from_pretrained({str(tmp_path)!r}, config=config.hf_config)
-assert model.config._attn_implementation == "rftkit_varlen"
+assert model.config._attn_implementation == {attention!r}
+assert "attn_implementation" not in model.config.to_dict()
 model.save_pretrained({str(tmp_path / "checkpoint")!r})
 print("saved")
 """
