@@ -54,7 +54,6 @@ import argparse
 import json
 import os
 import random
-import socket
 import subprocess
 import sys
 import tempfile
@@ -64,6 +63,9 @@ from types import SimpleNamespace
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+
+from gpu import smoke  # noqa: E402  (the runner of a child process)
+from gpu.frozenlake_learning import free_port  # noqa: E402
 
 # The setting the others' log-probs are checked against: padded sdpa, log-probs in fp32 (`before` rounds
 # them to bf16, 0.06 nats apart near -12, which would hide what the attention does).
@@ -156,12 +158,6 @@ def setup_worker_process(setting: str) -> None:
         colocate.worker_setup()
 
 
-def free_port() -> str:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return str(s.getsockname()[1])
-
-
 def synced(fn):
     """(result, seconds) of fn(), the GPU's queued work included."""
     import torch
@@ -189,7 +185,7 @@ def run_setting(example: str, setting: str, model: Path, work: Path, steps: int)
 
     config = trinity_config(example, model, work, setting)
     os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", LOCAL_WORLD_SIZE="1",
-                      MASTER_ADDR="127.0.0.1", MASTER_PORT=free_port())
+                      MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
     verl_config = build_verl_config(config)
     worker = TrinityActorRolloutRefWorker(config=verl_config, role="actor_rollout_ref")
     (_, init_seconds) = synced(worker.init_model)
@@ -347,15 +343,14 @@ def run_ceiling(example: str, model: Path, budget: int, steps: int) -> dict:
 
 
 def child(args: list[str], log: Path, timeout: float) -> dict:
-    """Run `--worker ...` in a fresh process (a fresh GPU context each); its JSON result, or the error."""
+    """Run `--worker ...` in a fresh process (a fresh GPU context each), with the smoke's runner (progress
+    every 30 s, the process and its Ray killed past `timeout`); its JSON result, or the error."""
     out = log.with_suffix(".json")
     command = [sys.executable, str(Path(__file__)), "--worker", *args, "--result", str(out)]
-    started = time.time()
-    with open(log, "w") as handle:
-        code = subprocess.run(command, cwd=REPO, stdout=handle, stderr=subprocess.STDOUT, timeout=timeout).returncode
+    code, seconds = smoke.train(f"{args[1]} {args[0]}", command, log, timeout)
     if code != 0 or not out.is_file():
         tail = log.read_text(errors="replace").splitlines()[-15:]
-        return {"error": f"exit code {code} after {time.time() - started:.0f} s; see {log}", "log tail": tail}
+        return {"error": f"exit code {code} after {seconds:.0f} s; see {log}", "log tail": tail}
     return json.loads(out.read_text())
 
 

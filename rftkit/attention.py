@@ -39,7 +39,7 @@ TRINITY_DEFAULT_ATTN = "flash_attention_2"  # what Trinity 0.6 passes to verl wh
 SETTINGS = {
     "flash_attention_2": ("flash_attention_2", True),
     "varlen": (packed_attention.NAME, True),
-    "sdpa": ("sdpa", False),  # transformers' sdpa would let packed sequences see each other
+    "sdpa": ("sdpa", False),  # packed, transformers' sdpa needs a dense tokens x tokens mask
     "eager": ("eager", False),
 }
 ATTN_CHOICES = ("auto", *SETTINGS)
@@ -80,8 +80,11 @@ def choose(requested: str | None, config: dict, settings: dict | None = None) ->
     return overrides("sdpa"), f"auto: no flash-attn here ({reason}) and no torch.nn.attention.varlen in this torch"
 
 
-def describe(implementation: str, padding_removal: bool) -> str:
-    """One line for the launch summary: the trainer's attention and how it computes log-probs."""
+def describe(config: dict) -> str:
+    """One line for the launch summary: the trainer's attention, given a YAML mapping (or anything
+    shaped like one under "trainer"), and how it computes log-probs."""
+    implementation = configured_attention(config) or TRINITY_DEFAULT_ATTN
+    padding_removal = (config.get("trainer") or {}).get("use_remove_padding", True)  # Trinity's default
     if implementation == packed_attention.NAME:
         return (f"{implementation} (torch varlen kernels, packed micro-batches), padding removal "
                 f"{padding_removal}, log-probs in blocks (rftkit.logprobs)")

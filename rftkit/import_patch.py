@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.abc
 import importlib.util
+import inspect
 import sys
 from types import ModuleType
 from typing import Callable
@@ -42,3 +43,11 @@ def patch_on_import(name: str, patch: Callable[[ModuleType], None]) -> None:
         patch(sys.modules[name])
     elif not any(isinstance(f, _PatchOnImport) and f.name == name for f in sys.meta_path):
         sys.meta_path.insert(0, _PatchOnImport(name, patch))
+
+
+def source_has(func, text: str) -> bool:
+    """Whether the source of `func` contains `text`: how a patch checks that what it patches has not moved."""
+    try:
+        return text in inspect.getsource(func)
+    except (TypeError, OSError):  # None, a builtin, or no source file
+        return False

@@ -319,9 +319,7 @@ def summarize(config, attention_reason: str = "") -> str:
         f"sync            {config.synchronizer.sync_method.value}, every {config.synchronizer.sync_interval} step(s)",
         f"checkpoints     {config.checkpoint_job_dir}, every {config.trainer.save_interval} steps",
         f"monitor         {config.monitor.monitor_type}",
-        f"attention       " + attention.describe(
-            attention.configured_attention({"trainer": vars(config.trainer)}) or attention.TRINITY_DEFAULT_ATTN,
-            config.trainer.use_remove_padding),
+        f"attention       {attention.describe({'trainer': vars(config.trainer)})}",
     ]
     if attention_reason:
         lines.append(f"  chosen by     {attention_reason}")
@@ -441,9 +439,7 @@ def launch(args: argparse.Namespace, workflow_func: Callable, judge_func: Callab
     if prepare is not None:
         prepare(config, False)
     attention.check_attention(config, args.config)
-    print("trainer attention: " + attention.describe(
-        attention.configured_attention(config) or attention.TRINITY_DEFAULT_ATTN,
-        get_key(config, "trainer", args.config).get("use_remove_padding", True)) + f" ({attention_reason})", flush=True)
+    print(f"trainer attention: {attention.describe(config)} ({attention_reason})", flush=True)
     path = write_yaml(config, Path(config["checkpoint_root_dir"]) / f"{config['project']}-{config['name']}.yaml")
     print(f"launch config: {path}", flush=True)
     from agentscope.tuner import tune

@@ -14,10 +14,11 @@ worker setup), when flash-attn is absent.
 
 from __future__ import annotations
 
-import inspect
 from types import ModuleType
 
 import torch
+
+from rftkit.import_patch import source_has
 
 VERL_VERSION = "0.8.0"  # the verl this patch was written against
 # One block of fp32 logits is at most this many elements (1 GiB): 1,766 rows of Qwen's 151,936 tokens.
@@ -67,11 +68,8 @@ def use_in_verl(torch_functional: ModuleType) -> None:
     rather than train on the slow path without saying so.
     """
     fallback = getattr(torch_functional, "logprobs_from_logits_v2", None)
-    dispatcher = getattr(torch_functional, "logprobs_from_logits", None)
-    try:
-        calls_fallback = "logprobs_from_logits_v2(logits, labels)" in inspect.getsource(dispatcher)
-    except (TypeError, OSError):
-        calls_fallback = False
+    calls_fallback = source_has(getattr(torch_functional, "logprobs_from_logits", None),
+                                "logprobs_from_logits_v2(logits, labels)")
     if fallback is None or not calls_fallback:
         raise RuntimeError(
             f"rftkit.logprobs was written against verl {VERL_VERSION}, whose "

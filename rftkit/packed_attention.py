@@ -28,7 +28,10 @@ import torch
 import torch.nn.functional as F
 from torch.utils.weak import WeakIdKeyDictionary
 
+from rftkit.import_patch import source_has
+
 NAME = "rftkit_varlen"
+VERL_VERSION = "0.8.0"  # the verl `keep_out_of_checkpoints` was written against
 
 _max_lengths = WeakIdKeyDictionary()  # cu_seqlens tensor -> its longest sequence
 
@@ -116,9 +119,6 @@ def varlen_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Te
     return out.unsqueeze(0), None
 
 
-VERL_VERSION = "0.8.0"  # the verl `keep_out_of_checkpoints` was written against
-
-
 def keep_out_of_checkpoints(model_config_module) -> None:
     """Keep the trainer's attention out of the config.json of its checkpoints.
 
@@ -129,17 +129,11 @@ def keep_out_of_checkpoints(model_config_module) -> None:
     attention (transformers reads `_attn_implementation`); the copy goes, so a checkpoint loads
     anywhere with transformers' default attention.
     """
-    import inspect
-
     model_config = getattr(model_config_module, "HFModelConfig", None)
     post_init = getattr(model_config, "__post_init__", None)
     if getattr(post_init, "keeps_attention_out", False):
         return
-    try:
-        copies = "update_model_config(self.hf_config" in inspect.getsource(post_init)
-    except (TypeError, OSError):
-        copies = False
-    if not copies:
+    if not source_has(post_init, "update_model_config(self.hf_config"):
         raise RuntimeError(f"rftkit.packed_attention was written against verl {VERL_VERSION}, whose HFModelConfig "
                            f"copies override_config onto hf_config in __post_init__; this verl does not: update "
                            f"keep_out_of_checkpoints")

@@ -15,9 +15,10 @@ rollout engine's dtype. Integer and boolean buffers are left as they are.
 
 from __future__ import annotations
 
-import inspect
 import os
 from types import ModuleType
+
+from rftkit.import_patch import source_has
 
 TRINITY_VERSION = "0.6.0"  # the Trinity-RFT this patch was written against
 FSDP_ENGINE = "trinity.trainer.verl.fsdp_engine"
@@ -64,11 +65,7 @@ def use_engine_dtype(fsdp_engine: ModuleType) -> None:
     if dtype_name is None:
         return
     upload = getattr(fsdp_engine, "fsdp_upload_state_dict", None)
-    try:
-        source = inspect.getsource(upload)
-    except (TypeError, OSError):
-        source = ""
-    if GATHER_CALL not in source or not hasattr(fsdp_engine, "get_fsdp_full_state_dict"):
+    if not source_has(upload, GATHER_CALL) or not hasattr(fsdp_engine, "get_fsdp_full_state_dict"):
         raise RuntimeError(
             f"rftkit.weight_sync was written against Trinity-RFT {TRINITY_VERSION}, whose "
             f"fsdp_upload_state_dict gathers with {GATHER_CALL}; this Trinity does not, so the "

@@ -26,6 +26,23 @@ def dry_run(command: list[str], gpus: int = 2, env: dict | None = None) -> str:
     return result.stdout
 
 
+def trinity_config_stub(namespace: str, mode: str) -> str:
+    """Source of a class with the fields of Trinity's config that rftkit.launch.connect_ray reads, for the
+    scripts the Ray tests run in a process of their own."""
+    return f"""
+class Config:
+    class cluster:
+        ray_address = "local"
+    class explorer:
+        class rollout_model:
+            dtype = "bfloat16"
+    ray_namespace = {namespace!r}
+    mode = {mode!r}
+    def get_envs(self):
+        return {{}}
+"""
+
+
 def write_scalars(run: Path, side: str, series: dict[str, list[tuple]]) -> None:
     """Tensorboard files as Trinity's monitor writes them, in <run>/monitor/tensorboard/<side> (explorer, trainer):
     each tag's (step, value) or (step, value, wall time) points."""

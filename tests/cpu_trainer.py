@@ -39,7 +39,7 @@ def shim_gpu_only_calls() -> None:
     for backend in ("fsdp", "fsdp2"):
         EngineRegistry._engines["language_model"][backend]["cpu"] = fsdp_impl.FSDPEngineWithLMHead
     # verl would ask for "cpu:gloo,cpu:nccl" here: one gloo group instead
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=trainer_speed.free_port())
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(trainer_speed.free_port()))
     torch.distributed.init_process_group("gloo", rank=0, world_size=1)
 
 

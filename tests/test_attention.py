@@ -7,7 +7,7 @@ import pytest
 
 from rftkit import attention, launch, packed_attention
 
-from conftest import REPO
+from conftest import REPO, trinity_config_stub
 
 pytestmark = pytest.mark.skipif(attention.flash_attn_error() is None,
                                 reason="flash-attn is installed here; these tests are about its absence")
@@ -73,18 +73,12 @@ class Trainer:  # stands for Trinity's Trainer, which creates the workers
     def run(self):
         return ray.get(Worker.remote().round_trip.remote())
 
-class Config:  # the fields of Trinity's config that connect_ray reads
-    class cluster:
-        ray_address = "local"
-    ray_namespace = "attention-test"
-    mode = "both"
-    def get_envs(self):
-        return {}
-
+CONFIG_STUB
 connect_ray(Config())
 print("nested:", ray.get(Trainer.remote().run.remote()))
 ray.shutdown()
-""".replace("UNPAD_ROUND_TRIP", repr(UNPAD_ROUND_TRIP)).replace("TRAINER_READY", repr(TRAINER_READY))
+""".replace("UNPAD_ROUND_TRIP", repr(UNPAD_ROUND_TRIP)).replace("TRAINER_READY", repr(TRAINER_READY)) \
+        .replace("CONFIG_STUB", trinity_config_stub("attention-test", "both"))
     result = run_python(code)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "nested: ok" in result.stdout

@@ -14,7 +14,7 @@ import yaml
 from frozenlake import main as frozenlake_main
 from rftkit import colocate, launch
 
-REPO = launch.Path(__file__).resolve().parent.parent
+from conftest import REPO, trinity_config_stub
 
 
 def test_one_gpu_is_planned_as_colocate_and_other_shapes_are_refused():
@@ -55,16 +55,7 @@ from ray.util.placement_group import placement_group
 from rftkit.launch import connect_ray
 
 ray.init = functools.partial(ray.init, num_cpus=4, num_gpus=1)  # Ray counts GPUs: this CPU cluster has one
-class Config:  # the fields of Trinity's config that connect_ray reads
-    class cluster:
-        ray_address = "local"
-    class explorer:
-        class rollout_model:
-            dtype = "bfloat16"
-    ray_namespace = "colocate-test"
-    mode = MODE
-    def get_envs(self):
-        return {}
+CONFIG_STUB
 connect_ray(Config())
 trainer = placement_group([{"CPU": 1, "GPU": 1}])  # what verl's trainer worker reserves
 ray.get(trainer.ready())
@@ -100,7 +91,8 @@ ray.shutdown()
 @pytest.mark.parametrize("mode,expected", [("colocate", "engine GPUs: []"), ("both", "engine never started")])
 def test_the_colocated_engine_starts_beside_a_trainer_holding_the_only_gpu(mode, expected):
     """Without the hook, Trinity 0.6.0's allocator waits forever for a second GPU (Trinity issue #602)."""
-    code = ALLOCATE_ON_ONE_GPU.replace("MODE", repr(mode)).replace("TIMEOUT", "60" if mode == "colocate" else "20")
+    code = ALLOCATE_ON_ONE_GPU.replace("CONFIG_STUB", trinity_config_stub("colocate-test", mode)) \
+        .replace("TIMEOUT", "60" if mode == "colocate" else "20")
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=240)
     assert result.returncode == 0, result.stderr[-3000:]
     assert expected in result.stdout, result.stdout[-2000:] + result.stderr[-2000:]

@@ -6,19 +6,17 @@ import sys
 import types
 
 import pytest
-import torch
 
 from rftkit import weight_sync
 
-from conftest import REPO
+from conftest import REPO, trinity_config_stub
 
 FSDP2_GATHER = """
-import os, socket, torch, torch.distributed as dist
+import os, torch, torch.distributed as dist
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
-with socket.socket() as s:
-    s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]
-os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+from gpu.frozenlake_learning import free_port
+os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
 dist.init_process_group("gloo", rank=0, world_size=1)
 mesh = init_device_mesh("cpu", (1,))
 torch.manual_seed(0)
@@ -99,21 +97,11 @@ class Trainer:
     def run(self):
         return ray.get(Worker.options(runtime_env={"env_vars": {"RANK": "0"}}).remote().dtype.remote())
 
-class Config:
-    class cluster:
-        ray_address = "local"
-    class explorer:
-        class rollout_model:
-            dtype = "bfloat16"
-    ray_namespace = "weight-sync-test"
-    mode = "colocate"
-    def get_envs(self):
-        return {}
-
+CONFIG_STUB
 connect_ray(Config())
 print("worker sees:", ray.get(Trainer.remote().run.remote()))
 ray.shutdown()
-"""
+""".replace("CONFIG_STUB", trinity_config_stub("weight-sync-test", "colocate"))
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=180)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "worker sees: ('bfloat16', '0')" in result.stdout
