@@ -6,10 +6,10 @@
 Trinity's colocated sync hands the trainer's whole state dict to the Synchronizer actor in one
 call (`ray.get(synchronizer.set_model_state_dict.remote(state_dict, step))`), and the engine then
 fetches it tensor by tensor from the actor's streaming generator. This measures both halves,
-twice in one process: with Ray's default serialization of torch tensors, and with a serializer
-that ships each tensor as a uint8 numpy view (`ray.util.register_serializer`), which Ray writes to
-its object store without pickling the bytes. It prints the seconds and the ratio, and checks that
-the tensors arrive unchanged. CPU only; a candidate for the weight sync, not used by the trainer.
+twice in one process: with Ray's default serialization of torch tensors, and with the byte views
+a colocated run uses (`rftkit.weight_sync`), which Ray writes to its object store without
+pickling the bytes. It prints the seconds and the ratio, and checks that the tensors arrive
+unchanged. CPU only.
 """
 
 from __future__ import annotations
@@ -20,19 +20,7 @@ import time
 import ray
 import torch
 
-
-def as_numpy(tensor: torch.Tensor):
-    tensor = tensor.detach().contiguous()
-    return tensor.view(torch.uint8).numpy(), str(tensor.dtype).removeprefix("torch."), tuple(tensor.shape)
-
-
-def from_numpy(parts) -> torch.Tensor:
-    array, dtype, shape = parts
-    return torch.from_numpy(array.copy()).view(getattr(torch, dtype)).reshape(shape)  # writable, as Ray's default
-
-
-def zero_copy() -> None:
-    ray.util.register_serializer(torch.Tensor, serializer=as_numpy, deserializer=from_numpy)
+from rftkit import weight_sync
 
 
 @ray.remote
@@ -41,7 +29,7 @@ class Holder:
 
     def __init__(self, numpy_views: bool):
         if numpy_views:  # what it yields to the engine is serialized here
-            zero_copy()
+            weight_sync.register_views()
 
     def set(self, state: dict) -> int:
         self.state = state
@@ -75,8 +63,8 @@ def main(argv: list[str] | None = None) -> int:
     state = {f"layer{i}.weight": torch.randn(numel).to(torch.bfloat16) for i in range(args.tensors)}
     ray.init(include_dashboard=False, logging_level="ERROR", object_store_memory=int(max(2, 3 * args.gib) * 2 ** 30))
     results = {"default": transfer(state, numpy_views=False)}
-    zero_copy()  # the upload is serialized in this process
-    results["numpy views"] = transfer(state, numpy_views=True)
+    with weight_sync.tensors_as_views():  # the upload is serialized in this process
+        results["numpy views"] = transfer(state, numpy_views=True)
     ray.shutdown()
     for name, (upload, fetch, same) in results.items():
         print(f"{name:12s} upload {upload:6.2f} s ({args.gib / upload:5.2f} GiB/s), fetch {fetch:6.2f} s, "

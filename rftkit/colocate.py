@@ -4,7 +4,7 @@ On a single GPU Trinity runs its one vLLM engine and the FSDP trainer side by si
 same device: the engine is held to a quarter of the GPU's memory and is pointed at the GPU
 by `explorer.rollout_model.cuda_visible_devices`, and the weights reach it through Ray's
 object store after each step (sync method `memory`) instead of NCCL, cast to the engine's
-dtype before they leave the trainer (`rftkit.weight_sync`).
+dtype before they leave the trainer and sent as byte views, not pickled (`rftkit.weight_sync`).
 
 Trinity-RFT 0.6.0 never gets that far. Its engine allocator asks Ray for a whole GPU for the
 engine (in a placement group), and the trainer's worker asks for the same, only, GPU: the
@@ -66,7 +66,9 @@ def engines_reserve_no_gpu(allocator: ModuleType) -> None:
 
 def worker_setup() -> None:
     """Ray's `worker_process_setup_hook` for a colocated run: the attention setup, engines without a
-    Ray GPU, and the weights handed to the engine in its own dtype (rftkit.weight_sync)."""
+    Ray GPU, and the weights handed to the engine in its own dtype, as byte views (rftkit.weight_sync)."""
     attention.worker_setup()
     patch_on_import(ALLOCATOR, engines_reserve_no_gpu)
     patch_on_import(weight_sync.FSDP_ENGINE, weight_sync.use_engine_dtype)
+    patch_on_import(weight_sync.FSDP_ENGINE, weight_sync.send_uploads_as_views)
+    patch_on_import(weight_sync.SYNCHRONIZER, weight_sync.synchronizer_sends_views)

@@ -18,7 +18,7 @@ from typing import Callable
 
 class _PatchOnImport(importlib.abc.MetaPathFinder):
     def __init__(self, name: str, patch: Callable[[ModuleType], None]):
-        self.name, self.patch = name, patch
+        self.name, self.patches = name, [patch]
 
     def find_spec(self, name, path, target=None):
         if name != self.name:
@@ -31,18 +31,24 @@ class _PatchOnImport(importlib.abc.MetaPathFinder):
 
         def exec_and_patch(module):
             exec_module(module)
-            self.patch(module)
+            for patch in self.patches:  # in the order they were asked for
+                patch(module)
 
         spec.loader.exec_module = exec_and_patch
         return spec
 
 
 def patch_on_import(name: str, patch: Callable[[ModuleType], None]) -> None:
-    """Call `patch(module)` once module `name` is imported in this process: now, if it already is."""
+    """Call `patch(module)` once module `name` is imported in this process: now, if it already is.
+    Patches asked for before the import run after it in the order they were asked for."""
     if name in sys.modules:
         patch(sys.modules[name])
-    elif not any(isinstance(f, _PatchOnImport) and f.name == name for f in sys.meta_path):
+        return
+    waiting = next((f for f in sys.meta_path if isinstance(f, _PatchOnImport) and f.name == name), None)
+    if waiting is None:
         sys.meta_path.insert(0, _PatchOnImport(name, patch))
+    elif patch not in waiting.patches:
+        waiting.patches.append(patch)
 
 
 def source_has(func, text: str) -> bool:

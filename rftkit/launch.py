@@ -168,6 +168,14 @@ def load_yaml(path: str | Path) -> dict:
     return config
 
 
+# The reference model only runs forward passes, in bf16 under FSDP's mixed precision. Trinity 0.6 keeps
+# its weights in fp32, and verl keeps a forward-only model's weights on the CPU and copies them to the GPU
+# for every micro-batch (FSDP2's CPUOffloadPolicy): in bf16 that copy is half as large, the log-probs the
+# same. A value in the YAML or --set is kept.
+REF_DTYPE_KEY = "trainer.trainer_config.ref.fsdp_config.model_dtype"
+REF_DTYPE = "bfloat16"
+
+
 def resolve_config(config: dict, overrides: dict[str, Any], plan: dict,
                    config_file: str = "the config") -> dict:
     """The YAML mapping tune() will load: overrides and cluster plan applied, paths absolute.
@@ -178,6 +186,10 @@ def resolve_config(config: dict, overrides: dict[str, Any], plan: dict,
     config = copy.deepcopy(config)
     for dotted, value in overrides.items():
         set_key(config, dotted, value)
+    try:
+        get_key(config, REF_DTYPE_KEY, config_file)
+    except InputError:
+        set_key(config, REF_DTYPE_KEY, REF_DTYPE)
     config["checkpoint_root_dir"] = absolute(config.get("checkpoint_root_dir", "./checkpoints"))
     check_writable(config["checkpoint_root_dir"], "checkpoint_root_dir (--checkpoint-dir)")
     model_path = absolute(get_key(config, "model.model_path", config_file), maybe_hub_id=True)
@@ -359,7 +371,7 @@ def connect_ray(trinity_config) -> None:
     hook (`rftkit.attention.worker_setup`) lets verl's trainer workers run
     without flash-attn; on one GPU (`rftkit.colocate.worker_setup`) it also
     keeps the rollout engine from reserving the GPU the trainer needs, and hands
-    the weights over in the engine's dtype.
+    the weights over in the engine's dtype, as byte views of the object store.
     """
     import ray
 

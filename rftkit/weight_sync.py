@@ -1,4 +1,4 @@
-"""Colocated weight sync in the engine's dtype: half the bytes of Trinity's fp32 hand-over.
+"""Colocated weight sync: in the engine's dtype, through Ray's object store without pickling.
 
 On one GPU Trinity syncs weights through Ray's object store (`synchronizer.sync_method:
 memory`): after a step the trainer gathers the full state dict to the CPU and hands it to the
@@ -11,11 +11,23 @@ earlier), and every copy on the way is half as large.
 `use_engine_dtype` changes the one gather that Trinity's `fsdp_upload_state_dict` makes, in
 trainer processes (rftkit.colocate's worker setup), when the launcher has set `DTYPE_ENV` to the
 rollout engine's dtype. Integer and boolean buffers are left as they are.
+
+Ray pickles a torch tensor's bytes by default, about 200 MB/s on the H200 machine (30 s of a 3B
+model's 40 s bf16 sync, docs/results/2026-12-01-trainer-speed.md). A numpy array it writes to the
+object store directly, and a reader maps it without a copy. `send_uploads_as_views` and
+`synchronizer_sends_views` ship the tensors as byte views in the two places that send weights:
+the trainer's upload and the Synchronizer's hand-out to the engine. Ray's own switch for this
+(RAY_ENABLE_ZERO_COPY_TORCH_TENSORS) would apply to every tensor of every process of the run;
+here every other tensor keeps Ray's default, writable copy. The engine only reads what it gets:
+it copies each tensor onto the GPU.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
+import warnings
 from types import ModuleType
 
 from rftkit.import_patch import source_has
@@ -26,6 +38,11 @@ DTYPE_ENV = "RFTKIT_WEIGHT_SYNC_DTYPE"  # set by the launcher to explorer.rollou
 CASTS = {"bfloat16": "bfloat16", "bf16": "bfloat16", "float16": "float16", "fp16": "float16", "half": "float16"}
 # Trinity's call that gathers the weights for the Synchronizer.
 GATHER_CALL = "get_fsdp_full_state_dict(model, offload_to_cpu=True, rank0_only=True)"
+# Trinity's call that hands the gathered weights to the Synchronizer.
+UPLOAD_CALL = "synchronizer.set_model_state_dict.remote(state_dict, global_step)"
+SYNCHRONIZER = "trinity.manager.synchronizer"
+# The Synchronizer's methods that return weights to the engine.
+SYNCHRONIZER_SENDS = ("get_model_state_dict_iterator", "get_model_state_dict")
 
 
 def full_state_dict_as(model, dtype, offload_to_cpu: bool = True, rank0_only: bool = True) -> dict:
@@ -74,3 +91,91 @@ def use_engine_dtype(fsdp_engine: ModuleType) -> None:
 
     dtype = getattr(torch, dtype_name)
     fsdp_engine.get_fsdp_full_state_dict = lambda model, **kwargs: full_state_dict_as(model, dtype, **kwargs)
+
+
+def tensor_as_view(tensor) -> tuple:
+    """A CPU tensor as (uint8 numpy view of its bytes, dtype name, shape): what Ray stores without pickling."""
+    import torch
+
+    flat = tensor.detach().cpu().contiguous().reshape(-1)
+    return flat.view(torch.uint8).numpy(), str(tensor.dtype).removeprefix("torch."), tuple(tensor.shape)
+
+
+def tensor_from_view(parts: tuple):
+    """The tensor back, over the object store's memory: read it, do not write it."""
+    import torch
+
+    array, dtype, shape = parts
+    with warnings.catch_warnings():  # the array is read-only; torch says so once per process
+        warnings.simplefilter("ignore", UserWarning)
+        return torch.from_numpy(array).view(getattr(torch, dtype)).reshape(shape)
+
+
+def register_views() -> None:
+    """From now on, this process sends torch tensors through Ray as byte views."""
+    import ray
+    import torch
+
+    ray.util.register_serializer(torch.Tensor, serializer=tensor_as_view, deserializer=tensor_from_view)
+
+
+@contextlib.contextmanager
+def tensors_as_views():
+    """Tensors sent through Ray inside the block go as byte views; Ray's default again after it."""
+    import ray
+    import torch
+
+    register_views()
+    try:
+        yield
+    finally:
+        ray.util.deregister_serializer(torch.Tensor)
+
+
+def send_uploads_as_views(fsdp_engine: ModuleType) -> None:
+    """Make Trinity's `fsdp_upload_state_dict` send the state dict as byte views, and only it."""
+    upload = getattr(fsdp_engine, "fsdp_upload_state_dict", None)
+    if getattr(upload, "sends_views", False):
+        return
+    if not source_has(upload, UPLOAD_CALL):
+        raise RuntimeError(
+            f"rftkit.weight_sync was written against Trinity-RFT {TRINITY_VERSION}, whose "
+            f"fsdp_upload_state_dict sends the weights with {UPLOAD_CALL}; this Trinity does not: "
+            f"update rftkit/weight_sync.py")
+
+    @functools.wraps(upload)
+    def upload_as_views(*args, **kwargs):
+        with tensors_as_views():
+            return upload(*args, **kwargs)
+
+    upload_as_views.sends_views = True
+    fsdp_engine.fsdp_upload_state_dict = upload_as_views
+
+
+def synchronizer_sends_views(synchronizer: ModuleType) -> None:
+    """Make the Synchronizer's process send tensors as byte views once it first hands weights out.
+
+    The methods run only in the Synchronizer actor, which sends no other tensors."""
+    cls = getattr(synchronizer, "Synchronizer", None)
+    missing = [name for name in SYNCHRONIZER_SENDS if not callable(getattr(cls, name, None))]
+    if missing:
+        raise RuntimeError(
+            f"rftkit.weight_sync was written against Trinity-RFT {TRINITY_VERSION}, whose Synchronizer "
+            f"hands weights out through {', '.join(SYNCHRONIZER_SENDS)}; this one has no {', '.join(missing)}: "
+            f"update rftkit/weight_sync.py")
+    iterate, get = (getattr(cls, name) for name in SYNCHRONIZER_SENDS)
+    if getattr(iterate, "sends_views", False):
+        return
+
+    @functools.wraps(iterate)
+    def iterate_as_views(self):
+        register_views()
+        yield from iterate(self)
+
+    @functools.wraps(get)
+    def get_as_views(self):
+        register_views()
+        return get(self)
+
+    iterate_as_views.sends_views = get_as_views.sends_views = True
+    cls.get_model_state_dict_iterator, cls.get_model_state_dict = iterate_as_views, get_as_views

@@ -113,7 +113,7 @@ def test_attn_flag_and_set_overrides_reach_the_validated_config(tmp_path, capsys
                           "--set", "algorithm.repeat_times=2", "--set", "explorer.rollout_model.enforce_eager=true")
     assert "attention       sdpa, padding removal False, log-probs by blocks (rftkit.logprobs)" in out
     assert "chosen by     --attn sdpa" in out
-    assert "up to 4096 tokens per GPU, each row padded to the micro-batch's longest" in out
+    assert "up to 16384 tokens per GPU, each row padded to the micro-batch's longest" in out
     assert "group 2, batch 4 tasks (8 experiences)" in out
 
 
@@ -122,7 +122,7 @@ def test_without_flash_attn_the_default_launch_trains_packed_on_torch_varlen_ker
     assert (f"attention       {packed_attention.NAME} (torch varlen kernels, packed micro-batches), padding removal "
             "True, log-probs in blocks (rftkit.logprobs)") in out
     assert "chosen by     auto: no flash-attn here (ModuleNotFoundError" in out
-    assert "up to 4096 tokens per GPU\n" in out  # no padding to the longest row
+    assert "up to 16384 tokens per GPU\n" in out  # no padding to the longest row
 
 
 def test_an_attention_set_in_the_yaml_is_kept_unless_attn_is_given(tmp_path, capsys):
@@ -202,3 +202,15 @@ def test_sdpa_separates_packed_sequences_only_through_a_dense_mask_built_from_po
     assert (with_cache[first:] - alone[first:]).abs().max() > 0.1  # the others attend across the boundary
     assert torch.allclose(without_cache, alone, atol=1e-5)
     assert attention.overrides("sdpa")[attention.PADDING_KEY] is False
+
+
+def test_the_reference_model_is_kept_in_bf16_unless_the_config_says_otherwise(tmp_path):
+    from rftkit import launch
+
+    raw = launch.load_yaml(REPO / "configs" / "frozenlake.yaml")
+    plan = launch.plan_cluster(1, 1, 1, None)
+    default = launch.resolve_config(raw, {"checkpoint_root_dir": str(tmp_path)}, plan)
+    assert launch.get_key(default, launch.REF_DTYPE_KEY, "frozenlake.yaml") == "bfloat16"
+    assert "trainer_config" not in raw["trainer"]  # the YAML mapping itself is left alone
+    kept = launch.resolve_config(raw, {"checkpoint_root_dir": str(tmp_path), launch.REF_DTYPE_KEY: "fp32"}, plan)
+    assert launch.get_key(kept, launch.REF_DTYPE_KEY, "frozenlake.yaml") == "fp32"

@@ -118,3 +118,5 @@ def test_the_trainer_gives_the_padded_paths_log_probs_on_the_packed_path(tmp_pat
         assert new["attention loaded"] == "rftkit_varlen" and new["padding removal"] is True
         assert new["verl's log-prob fallback"] == "rftkit.logprobs.token_log_probs"
         assert new["log-prob gap to sdpa-blocks"]["within"] is True
+        assert new["reference weights"] == "torch.bfloat16 on cpu"
+        assert new["weight sync dtypes"] == "torch.bfloat16" and new["weight sync as object-store views"] is True

@@ -41,11 +41,13 @@ def runs(tiny_model, tmp_path_factory):
     return results
 
 
-def test_the_new_setting_runs_packed_with_block_log_probs_and_a_bf16_sync(runs):
+def test_the_new_setting_runs_packed_with_block_log_probs_and_a_bf16_sync_of_views(runs):
     new = runs["varlen"]
     assert new["attention loaded"] == "rftkit_varlen" and new["padding removal"] is True
     assert new["verl's log-prob fallback"] == "rftkit.logprobs.token_log_probs"
+    assert new["reference weights"] == "torch.bfloat16 on cpu"  # verl offloads it; the launcher's dtype
     assert new["weight sync dtypes"] == "torch.bfloat16" and new["weight sync tensors"] > 0
+    assert new["weight sync as object-store views"] is True  # through Trinity's real Synchronizer actor
     assert new["attention in the checkpoint config"] is None  # a checkpoint loads without rftkit
 
 
@@ -53,7 +55,8 @@ def test_the_old_setting_is_what_ran_before(runs):
     old = runs["before"]
     assert old["attention loaded"] == "sdpa" and old["padding removal"] is False
     assert old["verl's log-prob fallback"] == "verl.utils.torch_functional.logprobs_from_logits_v2"
-    assert old["weight sync dtypes"] == "torch.float32"
+    assert old["reference weights"] == "torch.float32 on cpu"
+    assert old["weight sync dtypes"] == "torch.float32" and old["weight sync as object-store views"] is False
 
 
 def test_packed_and_padded_give_the_same_reference_log_probs(runs):

@@ -105,3 +105,61 @@ ray.shutdown()
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=180)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "worker sees: ('bfloat16', '0')" in result.stdout
+
+
+@pytest.mark.parametrize("make", [
+    lambda torch: torch.randn(3, 5).to(torch.bfloat16),
+    lambda torch: torch.randn(4, 6)[:, ::2],  # not contiguous
+    lambda torch: torch.tensor(7),  # no dimensions
+    lambda torch: torch.arange(10, dtype=torch.int64).reshape(2, 5),
+])
+def test_a_tensor_survives_its_byte_view(make):
+    import torch
+
+    tensor = make(torch)
+    back = weight_sync.tensor_from_view(weight_sync.tensor_as_view(tensor))
+    assert back.dtype == tensor.dtype and back.shape == tensor.shape and torch.equal(back, tensor)
+
+
+VIEWS_IN_A_COLOCATED_RUN = """
+import ray, torch
+from rftkit import colocate, weight_sync
+colocate.worker_setup()  # what Ray's hook runs in every worker of a colocated run
+import trinity.manager.synchronizer as synchronizer
+import trinity.trainer.verl.fsdp_engine as fsdp_engine
+print("upload sends views:", getattr(fsdp_engine.fsdp_upload_state_dict, "sends_views", False))
+print("gather patched:", fsdp_engine.get_fsdp_full_state_dict.__module__ != "verl.utils.fsdp_utils")
+print("synchronizer sends views:", all(getattr(getattr(synchronizer.Synchronizer, name), "sends_views", False)
+                                       for name in weight_sync.SYNCHRONIZER_SENDS))
+
+ray.init(num_cpus=1, include_dashboard=False, logging_level="ERROR")
+def mapped_twice(ref):  # the same memory on both gets: a view of the object store, not a copy
+    first, second = ray.get(ref), ray.get(ref)  # both held: a freed copy's memory could come back
+    return first.data_ptr() == second.data_ptr()
+weights = torch.randn(1000, 100).to(torch.bfloat16)
+with weight_sync.tensors_as_views():
+    inside = ray.put(weights)
+after = ray.put(weights)
+print("inside the block:", mapped_twice(inside), torch.equal(ray.get(inside), weights))
+print("after it:", mapped_twice(after), torch.equal(ray.get(after), weights))
+ray.shutdown()
+"""
+
+
+def test_a_colocated_run_sends_the_weights_and_only_them_as_views():
+    env = {**os.environ, weight_sync.DTYPE_ENV: "bfloat16"}
+    result = subprocess.run([sys.executable, "-c", VIEWS_IN_A_COLOCATED_RUN], cwd=REPO, capture_output=True,
+                            text=True, timeout=300, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    for line in ("upload sends views: True", "gather patched: True", "synchronizer sends views: True",
+                 "inside the block: True True", "after it: False True"):
+        assert line in result.stdout, result.stdout + result.stderr[-2000:]
+
+
+def test_a_trinity_that_sends_differently_stops_the_worker():
+    with pytest.raises(RuntimeError, match="written against Trinity-RFT 0.6.0"):
+        weight_sync.send_uploads_as_views(fake_fsdp_engine("get_fsdp_full_state_dict(model)"))
+    synchronizer = types.ModuleType("synchronizer")
+    synchronizer.Synchronizer = type("Synchronizer", (), {"get_model_state_dict": lambda self: None})
+    with pytest.raises(RuntimeError, match="no get_model_state_dict_iterator"):
+        weight_sync.synchronizer_sends_views(synchronizer)
