@@ -129,9 +129,10 @@ def tail(path: Path, lines: int = 30) -> str:
     return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.exists() else ""
 
 
-def evaluate_command(base_url: str, data: Path, out: Path, repeats: int, max_tokens: int) -> list[str]:
+def evaluate_command(base_url: str, data: Path, out: Path, repeats: int, max_tokens: int,
+                     task: str = "frozenlake", split: str = "test") -> list[str]:
     # 64 episodes at a time: one engine batches them; the episodes are independent
-    return [sys.executable, "scripts/evaluate.py", "--task", "frozenlake", "--model", "openai",
+    return [sys.executable, "scripts/evaluate.py", "--task", task, "--split", split, "--model", "openai",
             "--base-url", base_url, "--model-name", SERVED_NAME, "--data", str(data), "--out", str(out),
             "--repeats", str(repeats), "--concurrency", "64", "--max-tokens", str(max_tokens)]
 

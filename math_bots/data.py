@@ -1,4 +1,4 @@
-"""Math data for the BOTS example: guru-RL-92k's math split in GSM8K format, and AIME-24.
+"""Math data for the BOTS example: guru-RL-92k's math split in GSM8K format and AIME-24, or GSM-Symbolic.
 
 Training rows come from LLM360/guru-RL-92k (`train/math__combined_54.4k.parquet`):
 a list-of-messages `prompt`, a nested `reward_model.ground_truth` and two
@@ -14,6 +14,9 @@ Rows that would poison training are dropped and counted: no question, no
 answer, or a pass rate that is missing, NaN or outside [0, 1] (the BOTS
 estimator mixes every task's features into every posterior update, so one
 NaN corrupts them all).
+
+GSM-Symbolic's instances (math_bots/gsm_symbolic.py, generated offline) become a training and a
+test split by `split_gsm_symbolic`, in the same GSM8K format.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ BOXED_INSTRUCTION = "Please output the final answer within \\boxed{}."
 DEFAULT_RAW_DIR = "data/raw/guru"
 DEFAULT_TRAIN_DIR = "data/math_bots/guru_math"
 DEFAULT_AIME_DIR = "data/math_bots/aime24"
+DEFAULT_GSM_SYMBOLIC_DIR = "data/math_bots/gsm_symbolic"  # its train.parquet and test.parquet
 
 # What the conversion reads of a guru row, and what every converted task row holds, as `rftkit.inputs` kinds.
 GURU_COLUMNS = {"prompt": "list", "reward_model": "struct", **dict.fromkeys(PASS_RATE_COLUMNS, "number")}
@@ -150,3 +154,44 @@ def write_split(table: pa.Table, out_dir: str | Path, split: str) -> Path:
     with atomic_paths(path) as (tmp,):
         pq.write_table(table, tmp)
     return path
+
+
+def split_gsm_symbolic(rows: list[dict], test_templates: int, seed: int = 0,
+                       templates: list[int] | None = None) -> tuple[pa.Table, pa.Table, dict]:
+    """GSM-Symbolic instances (math_bots/gsm_symbolic.py's rows) as (train, test, dropped count per reason).
+
+    The split is by template: `test_templates` of `templates` (every template asked for, including any
+    that produced nothing in time; by default those in `rows`), drawn with `seed`, give the test split
+    and the rest the training split. So no test problem is a training problem with other names and
+    numbers, and which templates are held out does not depend on which ones were fast enough.
+    Rows without a question or without a final answer after "####" are dropped, and so is a question
+    seen before. Columns: question, answer (the GSM8K-style solution), template, instance.
+    """
+    import random
+
+    kept, dropped, seen = [], dict.fromkeys(("no question", "no final answer", "duplicate question"), 0), set()
+    for row in rows:
+        question = str(row.get("question") or "").strip()
+        answer = str(row.get("answer") or "")
+        if not question:
+            dropped["no question"] += 1
+        elif "####" not in answer or not answer.split("####")[-1].strip():
+            dropped["no final answer"] += 1
+        elif question in seen:
+            dropped["duplicate question"] += 1
+        else:
+            seen.add(question)
+            kept.append({"question": question, "answer": answer.strip(), "template": int(row["template"]),
+                         "instance": int(row["instance"])})
+    templates = sorted(set(templates) if templates is not None else {row["template"] for row in kept})
+    if not 0 < test_templates < len(templates):
+        raise InputError(f"--test-templates {test_templates}: expected at least 1 and fewer than the "
+                         f"{len(templates)} templates")
+    held_out = set(random.Random(seed).sample(templates, test_templates))
+
+    def table(rows_: list[dict]) -> pa.Table:
+        return pa.Table.from_pylist(rows_, schema=pa.schema([("question", pa.string()), ("answer", pa.string()),
+                                                             ("template", pa.int64()), ("instance", pa.int64())]))
+
+    return (table([r for r in kept if r["template"] not in held_out]),
+            table([r for r in kept if r["template"] in held_out]), dropped)

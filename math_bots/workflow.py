@@ -35,7 +35,10 @@ async def run_react_agent(
     model: ChatModelBase,
     auxiliary_models: dict[str, ChatModelBase] | None = None,
 ) -> WorkflowOutput:
-    """Ask the agent `task["question"]`; the judge scores the reply afterwards."""
+    """Ask the agent `task["question"]`; the judge scores the reply afterwards.
+
+    The metric `tool_calls` counts the code executions the agent asked for (Trinity logs it as
+    rollout/tool_calls/mean)."""
     agent = ReActAgent(
         name="react_agent",
         sys_prompt=SYSTEM_PROMPT,
@@ -46,4 +49,5 @@ async def run_react_agent(
     )
     agent.set_console_output_enabled(False)
     response = await agent.reply(Msg("user", task["question"], role="user"))
-    return WorkflowOutput(response=response)
+    tool_calls = sum(len(message.get_content_blocks("tool_use")) for message in await agent.memory.get_memory())
+    return WorkflowOutput(response=response, metrics={"tool_calls": float(tool_calls)})

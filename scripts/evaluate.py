@@ -54,7 +54,8 @@ async def play_math(task, model):
 
     out = await run_react_agent(task, model, {})
     judged = await gsm8k_judge(task, out.response, {})
-    return {"reward": judged.reward, "metrics": judged.metrics, "response": out.response.get_text_content()}
+    return {"reward": judged.reward, "metrics": {**(out.metrics or {}), **judged.metrics},
+            "response": out.response.get_text_content()}
 
 
 def rate(successes: float, trials: int) -> dict:
@@ -93,6 +94,7 @@ def summarize_math(episodes: list[dict]) -> dict:
         "accuracy": correct / len(episodes),
         "accuracy_ci95": [low, high],
         "format_rate": boxed / len(episodes),
+        "tool_calls_mean": sum(e["metrics"]["tool_calls"] for e in played) / len(played) if played else 0.0,
         "errors": len(episodes) - len(played),
     }
 
@@ -199,7 +201,8 @@ def markdown(task: str, report: dict, header: dict) -> str:
     else:
         low, high = report["accuracy_ci95"]
         lines += [f"| accuracy | {report['accuracy']:.3f} (95% CI {low:.3f}-{high:.3f}) |",
-                  f"| format rate (has \\boxed{{}}) | {report['format_rate']:.3f} |"]
+                  f"| format rate (has \\boxed{{}}) | {report['format_rate']:.3f} |",
+                  f"| code executions per episode | {report['tool_calls_mean']:.2f} |"]
     return "\n".join(lines) + "\n"
 
 

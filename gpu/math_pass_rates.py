@@ -1,0 +1,78 @@
+"""Reference pass rates for the math training split, measured the BOTS way, on GPUs.
+
+    python gpu/math_pass_rates.py --data data/math_bots/gsm_symbolic --out outputs/pass-rates --repeats 4 \\
+        smollm2=path/to/SmolLM2-135M-Instruct.gguf qwen_coder_0.5b=path/to/qwen2.5-coder-0.5b.gguf
+
+BOTS starts each task's difficulty estimate from the pass rates of reference models of different
+strength (guru-RL-92k ships Qwen2.5-7B's and Qwen3-30B's). Upstream's advice for another task set
+is to measure them by running several models over it. For each NAME=MODEL, weakest first, this:
+
+1. serves MODEL with vLLM (a GGUF becomes an HF folder in <out>/NAME-model first);
+2. plays every task of the split `--repeats` times with the project's own agent and judge
+   (`scripts/evaluate.py --task math`, into <out>/NAME);
+3. writes the mean reward per task into the split as `NAME_pass_rate` (`scripts/add_pass_rates.py`,
+   which prints a histogram and draws <data>_NAME_pass_rate.png).
+
+The configs' `feature_keys` then name those columns, weakest first. A step that fails stops the
+script with its log's last lines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))  # run as a script: the repo's packages
+
+from gpu.frozenlake_learning import evaluate_command, hf_from_gguf, log, run, vllm_server  # noqa: E402
+
+
+def model_pairs(values: list[str], parser: argparse.ArgumentParser) -> list[tuple[str, Path]]:
+    pairs = []
+    for value in values:
+        name, _, path = value.partition("=")
+        if not re.fullmatch(r"[A-Za-z0-9_.-]+", name) or not path:
+            parser.error(f"{value!r}: expected NAME=MODEL, NAME a column-name prefix such as qwen_coder_0.5b")
+        if not Path(path).exists():
+            parser.error(f"{value!r}: no such file or folder: {path}")
+        pairs.append((name, Path(path).resolve()))
+    return pairs
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("models", nargs="+", metavar="NAME=MODEL", help="HF model folder or .gguf file, weakest first")
+    parser.add_argument("--data", type=Path, default=REPO / "data" / "math_bots" / "gsm_symbolic",
+                        help="folder with the split (default: %(default)s)")
+    parser.add_argument("--split", default="train", help="split to measure (default: %(default)s)")
+    parser.add_argument("--out", type=Path, required=True, help="evaluations and logs")
+    parser.add_argument("--repeats", type=int, default=4, help="episodes per task and model (default: %(default)s)")
+    parser.add_argument("--max-tokens", type=int, default=1024, help="tokens per model reply (default: %(default)s)")
+    parser.add_argument("--max-model-len", type=int, default=8192, help="vLLM context (default: %(default)s)")
+    args = parser.parse_args(argv)
+    pairs = model_pairs(args.models, parser)
+    if not (args.data / f"{args.split}.parquet").is_file():
+        parser.error(f"--data {args.data}: no {args.split}.parquet (scripts/prepare_math_data.py --source gsm-symbolic)")
+    out = args.out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    data = args.data.resolve()
+    for name, model in pairs:
+        if model.suffix == ".gguf":
+            log(f"converting {model.name} to an HF folder")
+            model = hf_from_gguf(model, out / f"{name}-model")
+        with vllm_server(model, model, out / f"serve_{name}.log", args.max_model_len) as url:
+            log(f"{name}: {args.repeats} episodes of every {args.split} task (served at {url})")
+            run(evaluate_command(url, data, out / name, args.repeats, args.max_tokens, task="math", split=args.split),
+                out / f"eval_{name}.log")
+        run([sys.executable, "scripts/add_pass_rates.py", "--data", str(data), "--split", args.split,
+             "--episodes", str(out / name / "episodes.jsonl"), "--column", f"{name}_pass_rate"],
+            out / f"pass_rate_{name}.log")
+        print((out / f"pass_rate_{name}.log").read_text(), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

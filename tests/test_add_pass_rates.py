@@ -1,0 +1,91 @@
+"""scripts/add_pass_rates.py: reference pass rates measured by scripts/evaluate.py, written as BOTS feature columns."""
+
+import importlib.util
+import itertools
+import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from rftkit.evaluation import message_text
+
+from conftest import REPO
+from fake_vllm_server import FakeVLLMServer
+
+
+def load_script(name):
+    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+evaluate, add_pass_rates = load_script("evaluate"), load_script("add_pass_rates")
+QUESTIONS = ["What is 2+2?", "What is 3+3?", "What is 5+5?"]
+
+
+@pytest.fixture
+def split(tmp_path):
+    data = tmp_path / "gsm"
+    data.mkdir()
+    pq.write_table(pa.table({"question": QUESTIONS, "answer": ["#### 4", "#### 6", "#### 10"]}), data / "train.parquet")
+    return data
+
+
+def evaluate_split(split, out, repeats=4, limit=None):
+    """The real evaluate.py against a fixture endpoint (a stand-in for a served reference model): always right
+    on 2+2, right every other time on 3+3, never on 5+5."""
+    calls = itertools.count()
+    answers = {QUESTIONS[0]: lambda: "\\boxed{4}", QUESTIONS[1]: lambda: "\\boxed{6}" if next(calls) % 2 else "\\boxed{7}",
+               QUESTIONS[2]: lambda: "\\boxed{11}"}
+    with FakeVLLMServer(lambda body: answers[message_text(body["messages"][-1])]()) as server:
+        flags = ["--task", "math", "--data", str(split), "--split", "train", "--model", "openai", "--base-url",
+                 server.url + "/v1", "--model-name", "fixture", "--repeats", str(repeats), "--concurrency", "1",
+                 "--out", str(out)] + (["--limit", str(limit)] if limit else [])
+        assert evaluate.main(flags) == 0
+    return out / "episodes.jsonl"
+
+
+def test_each_task_gets_the_mean_reward_of_its_episodes(split, tmp_path, capsys):
+    episodes = evaluate_split(split, tmp_path / "eval")
+    assert add_pass_rates.main(["--data", str(split), "--episodes", str(episodes), "--column", "fixture_pass_rate"]) == 0
+    table = pq.read_table(split / "train.parquet")
+    assert table.column("fixture_pass_rate").to_pylist() == [1.0, 0.5, 0.0]
+    assert table.column("answer").to_pylist() == ["#### 4", "#### 6", "#### 10"]  # the rest kept
+    out = capsys.readouterr().out
+    assert "fixture_pass_rate: 3 tasks, mean 0.500; 1 at 0, 1 at 1" in out and "4 episodes a task" in out
+    assert (tmp_path / "gsm_fixture_pass_rate.png").stat().st_size > 0
+    # a second measurement replaces the column instead of adding another
+    assert add_pass_rates.main(["--data", str(split), "--episodes", str(episodes), "--column", "fixture_pass_rate"]) == 0
+    assert pq.read_table(split / "train.parquet").column_names == ["question", "answer", "fixture_pass_rate"]
+
+
+def test_episodes_of_part_of_the_split_or_of_another_split_are_refused(split, tmp_path, capsys):
+    before = (split / "train.parquet").read_bytes()
+    partial = evaluate_split(split, tmp_path / "partial", repeats=1, limit=2)
+    with pytest.raises(SystemExit):
+        add_pass_rates.main(["--data", str(split), "--episodes", str(partial), "--column", "x"])
+    assert "no episode of row 2 (1 of 3 rows have none; evaluate the whole split, without --limit)" in \
+        capsys.readouterr().err
+    other = tmp_path / "other.jsonl"
+    episodes = [json.loads(line) for line in partial.read_text().splitlines()]
+    episodes[1]["task"]["question"] = "What is 9+9?"
+    other.write_text("".join(json.dumps(e) + "\n" for e in episodes))
+    with pytest.raises(SystemExit):
+        add_pass_rates.main(["--data", str(split), "--episodes", str(other), "--column", "x"])
+    assert "line 2: task 1's question is not row 1's of the split" in capsys.readouterr().err
+    assert (split / "train.parquet").read_bytes() == before  # nothing half-written
+
+
+def test_the_gpu_script_refuses_bad_models_and_a_missing_split_before_starting_anything(split, tmp_path, capsys):
+    import gpu.math_pass_rates as script
+
+    for argv, message in [(["smollm2", "--out", str(tmp_path)], "'smollm2': expected NAME=MODEL"),
+                          ([f"a b={split}", "--out", str(tmp_path)], "expected NAME=MODEL"),
+                          (["smollm2=/no/such.gguf", "--out", str(tmp_path)], "no such file or folder: /no/such.gguf"),
+                          ([f"smollm2={split}", "--data", str(split), "--split", "test", "--out", str(tmp_path)],
+                           "no test.parquet")]:
+        with pytest.raises(SystemExit):
+            script.main(argv)
+        assert message in capsys.readouterr().err

@@ -1,0 +1,128 @@
+"""gpu/bots_comparison.py on CPU: both runs' launches pass Trinity's checker with the same settings, and the
+report reads Trinity's scalars and the evaluations into the comparison (the training itself needs GPUs)."""
+
+import json
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from gpu import bots_comparison as comparison
+
+from conftest import REPO, write_scalars
+
+
+@pytest.fixture
+def gsm_data(tmp_path):
+    """GSM-Symbolic-shaped splits with two reference pass-rate columns (fixture rows, not generated)."""
+    data = tmp_path / "gsm"
+    data.mkdir()
+    rows = {"question": [f"What is {i} + 1?" for i in range(8)], "answer": [f"#### {i + 1}" for i in range(8)],
+            "template": [i % 4 for i in range(8)], "instance": [i // 4 for i in range(8)]}
+    pq.write_table(pa.table({**rows, **{c: [0.25] * 8 for c in comparison.DEFAULT_FEATURES}}), data / "train.parquet")
+    pq.write_table(pa.table(rows), data / "test.parquet")
+    return data
+
+
+def args(**overrides):
+    return SimpleNamespace(**{"seed": 42, "batch": 16, "group": 8, "lr": 1e-6, "save_every": 5, "steps": None,
+                              "features": comparison.DEFAULT_FEATURES, "set": [], "thinks": True, **overrides})
+
+
+def test_both_runs_share_every_setting_but_the_selector_and_its_features(tmp_path, gsm_data):
+    commands = {s: comparison.train_command(s, tmp_path / "m", gsm_data, tmp_path / "c", args())
+                for s in comparison.CONFIGS}
+    settings = {s: {flag for flag in command if flag.startswith("--set=")} for s, command in commands.items()}
+    only_bots = settings["difficulty"] - settings["random"]
+    assert only_bots == {"--set=buffer.explorer_input.taskset.data_selector.feature_keys="
+                         + json.dumps(comparison.DEFAULT_FEATURES)}
+    assert settings["random"] <= settings["difficulty"]
+    assert '--set=data_processor.experience_pipeline.operators=[{"name": "pass_rate_calculator"}]' in settings["random"]
+
+
+def test_a_model_without_thinking_tokens_runs_without_the_reasoning_parser(tmp_path, gsm_data):
+    from tokenizers import Tokenizer, models
+    from transformers import PreTrainedTokenizerFast
+
+    from gpu.tiny_model import load_tokenizer
+
+    plain = Tokenizer(models.WordLevel({"<unk>": 0, "hello": 1}, unk_token="<unk>"))  # like Qwen2.5's: no </think>
+    PreTrainedTokenizerFast(tokenizer_object=plain, unk_token="<unk>").save_pretrained(tmp_path / "plain")
+    load_tokenizer(None).save_pretrained(tmp_path / "smoke")  # the smoke's, which adds Qwen3's thinking tokens
+    assert comparison.thinks(tmp_path / "plain") is False and comparison.thinks(tmp_path / "smoke") is True
+    command = comparison.train_command("random", tmp_path / "m", gsm_data, tmp_path / "c", args(thinks=False))
+    assert "--set=explorer.rollout_model.reasoning_parser=null" in command
+    assert not any("reasoning_parser" in flag for flag in
+                   comparison.train_command("random", tmp_path / "m", gsm_data, tmp_path / "c", args()))
+
+
+@pytest.mark.parametrize("selector,thinking", [("random", True), ("difficulty", True), ("difficulty", False)])
+def test_each_run_passes_trinitys_checker_on_cpu(selector, thinking, tmp_path, gsm_data):
+    model = tmp_path / "model"
+    model.mkdir()
+    command = comparison.train_command(selector, model, gsm_data, tmp_path / "c", args(thinks=thinking))
+    result = subprocess.run([*command, "--dry-run", "--gpus", "1"], cwd=REPO, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    selector_line = "difficulty_based_resumable" if selector == "difficulty" else "random"
+    assert selector_line in result.stdout and "1 GPU(s)" in result.stdout
+
+
+def evaluation(folder, per_task):
+    """An evaluate.py output folder (report.json, episodes.jsonl) with these per-task rewards."""
+    folder.mkdir(parents=True)
+    episodes = [{"task_number": t, "repeat": r, "reward": v} for t, rewards in enumerate(per_task)
+                for r, v in enumerate(rewards)]
+    accuracy = sum(e["reward"] for e in episodes) / len(episodes)
+    (folder / "report.json").write_text(json.dumps({"accuracy": accuracy, "accuracy_ci95": [0.0, 1.0],
+                                                    "episodes": len(episodes)}))
+    (folder / "episodes.jsonl").write_text("".join(json.dumps(e) + "\n" for e in episodes))
+
+
+def test_the_report_compares_the_runs_from_trinitys_scalars_and_the_evaluations(tmp_path):
+    out = tmp_path / "bots"
+    evaluation(out / "before", [[0, 0], [0, 1], [1, 1], [0, 0]])
+    for selector, effective, after in (("random", 0.2, [[0, 0], [0, 1], [1, 1], [0, 0]]),
+                                       ("difficulty", 0.5, [[1, 0], [1, 1], [1, 1], [0, 1]])):
+        run = out / selector / "checkpoints" / "AgentScope-MathBOTS" / f"math-{selector}"
+        (run / "log").mkdir(parents=True)
+        write_scalars(run, "explorer", {comparison.ACCURACY: [(1, 0.3), (2, 0.5)],
+                                        comparison.EFFECTIVE: [(1, effective), (2, effective)],
+                                        comparison.TOOL_CALLS: [(1, 1.0), (2, 2.0)]})
+        evaluation(out / selector / "after", after)
+    result = comparison.report(out)
+    assert result["effective-task ratio, BOTS / random"] == pytest.approx(2.5)
+    bots = result["runs"]["difficulty"]
+    assert bots["steps"] == 2 and bots[f"mean {comparison.TOOL_CALLS}"] == pytest.approx(1.5)
+    assert bots["after vs before"]["better"] == 3 and bots["after vs before"]["worse"] == 0
+    assert result["runs"]["random"]["after vs before"] == {"better": 0, "worse": 0, "p": 1.0}
+    assert result["BOTS after vs random after"]["better"] == 3
+    text = (out / "comparison.md").read_text()
+    assert "Effective-task ratio, BOTS over random: 2.50x (goal: 1.5x or more)." in text
+    assert (out / "comparison.png").stat().st_size > 0
+
+
+def test_a_report_with_one_run_so_far_draws_what_there_is(tmp_path):
+    out = tmp_path / "bots"
+    run = out / "random" / "checkpoints" / "P" / "N"
+    (run / "log").mkdir(parents=True)
+    write_scalars(run, "explorer", {comparison.ACCURACY: [(1, 0.25)]})
+    result = comparison.report(out)
+    assert list(result["runs"]) == ["random"] and "effective-task ratio, BOTS / random" not in result
+    assert result["runs"]["random"][f"mean {comparison.EFFECTIVE}"] is None
+    assert "| random | 1 | 0.250 | - |" in (out / "comparison.md").read_text()
+
+
+def test_bad_flags_are_refused_before_anything_starts(tmp_path, gsm_data, capsys):
+    for argv, message in [(["--out", str(tmp_path)], "MODEL and --selector are required"),
+                          ([str(gsm_data), "--selector", "random", "--out", str(tmp_path)], "give --steps, --minutes"),
+                          ([str(tmp_path / "none"), "--selector", "random", "--steps", "1", "--out", str(tmp_path)],
+                           "no such file or folder"),
+                          ([str(gsm_data), "--selector", "random", "--steps", "1", "--out", str(tmp_path),
+                            "--data", str(tmp_path)], "no train.parquet")]:
+        with pytest.raises(SystemExit):
+            comparison.main(argv)
+        assert message in capsys.readouterr().err
