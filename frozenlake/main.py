@@ -14,6 +14,7 @@ from pathlib import Path
 
 from frozenlake.data import DEFAULT_DIR, TASK_COLUMNS, write_dataset
 from frozenlake.workflow import run_frozen_lake
+from rftkit.cli import HelpFormatter
 from rftkit.files import check_writable
 from rftkit.inputs import check_task_splits, reports_input_errors
 from rftkit.launch import add_arguments, launch
@@ -36,7 +37,7 @@ def prepare(config: dict, dry_run: bool) -> None:
 
 @reports_input_errors
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     add_arguments(parser, default_config=str(REPO / "configs" / "frozenlake.yaml"))
     parser.add_argument("--data-dir", default=os.environ.get("FROZENLAKE_DATA_DIR", DEFAULT_DIR),
                         help="folder with train.parquet and test.parquet, generated with the data script's "

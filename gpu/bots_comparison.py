@@ -45,6 +45,7 @@ from gpu.frozenlake_learning import (  # noqa: E402
     vllm_server,
 )
 from gpu.smoke import job_dir  # noqa: E402
+from rftkit.cli import HelpFormatter  # noqa: E402
 
 CONFIGS = {"random": "configs/config_random.yaml", "difficulty": "configs/config_difficulty.yaml"}
 DEFAULT_FEATURES = ["smollm2_pass_rate", "qwen_coder_0.5b_pass_rate"]
@@ -170,7 +171,8 @@ def markdown(result: dict) -> str:
         change = r["after vs before"]
         change_text = f"{change['better']} / {change['worse']}, p = {change['p']:.3g}" \
             if change and "p" in change else "-"
-        lines.append(f"| {selector} | {r['steps']} | {number(r[f'mean {ACCURACY}'])} | {number(r[f'mean {EFFECTIVE}'])} | "
+        lines.append(f"| {selector} | {r['steps']} | {number(r[f'mean {ACCURACY}'])} | "
+                     f"{number(r[f'mean {EFFECTIVE}'])} | "
                      f"{number(r[f'mean {TOOL_CALLS}'], '.2f')} | {evaluation(r['held-out after'])} | {change_text} |")
     ratio = result.get("effective-task ratio, BOTS / random")
     if ratio is not None:
@@ -202,7 +204,7 @@ def draw(result: dict, path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument("model", type=Path, nargs="?", help="HF model folder, or a .gguf file to convert")
     parser.add_argument("--selector", choices=list(CONFIGS), help="which run this call makes")
     parser.add_argument("--out", type=Path, required=True, help="both runs' folder")
@@ -212,12 +214,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="pass-rate columns for BOTS, weakest first (default: %(default)s)")
     parser.add_argument("--minutes", type=float, help="stop training after this much wall time (start-up included)")
     parser.add_argument("--steps", type=int, help="explore steps (default: as many as --minutes allows)")
-    parser.add_argument("--save-every", type=int, default=5, help="trainer steps between checkpoints (default: %(default)s)")
+    parser.add_argument("--save-every", type=int, default=5, help="trainer steps between checkpoints")
     parser.add_argument("--batch", type=int, default=16, help="problems per step (default: %(default)s, upstream's)")
     parser.add_argument("--group", type=int, default=8, help="rollouts per problem (default: %(default)s, upstream's)")
     parser.add_argument("--lr", type=float, default=1e-6, help="learning rate (default: %(default)s, upstream's)")
     parser.add_argument("--seed", type=int, default=42, help="the task selector's seed (default: %(default)s)")
-    parser.add_argument("--repeats", type=int, default=4, help="evaluation episodes per test task (default: %(default)s)")
+    parser.add_argument("--repeats", type=int, default=4, help="evaluation episodes per test task")
     parser.add_argument("--max-model-len", type=int, default=ONE_GPU["model.max_model_len"],
                         help="vLLM context for the evaluations (default: %(default)s)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="passed to the launcher")

@@ -184,7 +184,10 @@ def weight_checks(probes: list[dict], engines: int, weights_of: Callable[[int], 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # started as a script by watching()
+    from rftkit.cli import HelpFormatter
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument("--out", type=Path, required=True, help="JSON lines to append the probes to")
     parser.add_argument("--interval", type=float, default=2.0, help="seconds between rounds (default: %(default)s)")
     args = parser.parse_args(argv)

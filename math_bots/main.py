@@ -14,6 +14,7 @@ from pathlib import Path
 from math_bots.data import TASK_COLUMNS
 from math_bots.judge import gsm8k_judge
 from math_bots.workflow import run_react_agent
+from rftkit.cli import HelpFormatter
 from rftkit.inputs import check_task_splits, reports_input_errors
 from rftkit.launch import add_arguments, launch
 
@@ -27,7 +28,7 @@ def prepare(config: dict, dry_run: bool) -> None:
 
 @reports_input_errors
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     add_arguments(parser, default_config=str(REPO / "configs" / "config_difficulty.yaml"))
     parser.add_argument("--train-dir", help="folder with the training split's train.parquet (default: the config's)")
     parser.add_argument("--eval-dir", help="folder with AIME-24's test.parquet (default: the config's)")

@@ -482,5 +482,6 @@ def launch(args: argparse.Namespace, workflow_func: Callable, judge_func: Callab
     if not result.success:
         print(f"error: training failed: {result.message}", file=sys.stderr)
         return 1
-    print(f"{result.message} in {time.perf_counter() - started:.0f} s; checkpoints in {trinity_config.checkpoint_job_dir}")
+    print(f"{result.message} in {time.perf_counter() - started:.0f} s; "
+          f"checkpoints in {trinity_config.checkpoint_job_dir}")
     return 0

@@ -153,7 +153,8 @@ def has_varlen_kernel() -> bool:
 
 
 def register(modeling_utils=None) -> None:
-    """Make `NAME` a valid `attn_implementation` in this process (given transformers.modeling_utils, or importing it)."""
+    """Make `NAME` a valid `attn_implementation` in this process (given transformers.modeling_utils, or
+    importing it)."""
     if modeling_utils is None:
         from transformers import modeling_utils
     modeling_utils.AttentionInterface.register(NAME, varlen_attention)

@@ -30,6 +30,7 @@ from frozenlake.data import TASK_COLUMNS as FROZENLAKE_COLUMNS
 from frozenlake.policies import OracleModel, RandomModel
 from frozenlake.workflow import end_reason, run_frozen_lake
 from math_bots.data import TASK_COLUMNS as MATH_COLUMNS
+from rftkit.cli import HelpFormatter
 from rftkit.evaluation import run_episodes, wilson_interval
 from rftkit.files import atomic_paths, check_writable
 from rftkit.inputs import open_split, reports_input_errors
@@ -220,11 +221,11 @@ def write_outputs(out: Path, task: str, report: dict, header: dict, episodes: li
 # ---------------------------------------------------------------- command line
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument("--task", choices=sorted(TASKS), required=True)
     parser.add_argument("--data", help="folder with <split>.parquet (default: frozenlake "
                                        f"{DEFAULT_DATA['frozenlake']}, math {DEFAULT_DATA['math']})")
-    parser.add_argument("--split", default="test")
+    parser.add_argument("--split", default="test", help="split to play: <data>/<split>.parquet")
     parser.add_argument("--model", choices=["oracle", "random", "openai", "local"], required=True)
     parser.add_argument("--out", type=Path, required=True, help="output folder")
     parser.add_argument("--repeats", type=int, default=1, help="episodes per task")

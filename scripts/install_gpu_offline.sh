@@ -70,15 +70,8 @@ else
   "${pip[@]}" --no-build-isolation -e .
 fi
 
-# 4. The import line that the training runs depend on, with the versions actually picked up.
-"$python" - <<'PY'
-import importlib.metadata as md
-import vllm, ray, trinity, verl, agentscope.tuner, transformers, torch  # noqa: F401
-import frozenlake.main, math_bots.main  # noqa: F401  (the project, through the same imports)
-for dist in ["vllm", "ray", "trinity-rft", "verl", "agentscope", "transformers", "torch", "numpy", "pyarrow"]:
-    print(f"  {dist:14s} {md.version(dist)}")
-print("imports OK")
-PY
+# 4. The imports the training runs depend on, with the versions actually picked up.
+PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}" "$python" scripts/check_gpu_imports.py
 
 if [ -n "$target" ]; then
   echo "Installed into $target. Before running the project (the repo root must be on PYTHONPATH too):"

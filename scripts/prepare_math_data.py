@@ -42,6 +42,7 @@ from math_bots.data import (
     split_gsm_symbolic,
     write_split,
 )
+from rftkit.cli import HelpFormatter
 from rftkit.files import atomic_paths, check_writable
 from rftkit.inputs import InputError, label, open_split, reports_input_errors
 
@@ -154,7 +155,7 @@ def prepare_gsm_symbolic(args) -> int:
 
 @reports_input_errors
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument("--source", choices=["guru", "gsm-symbolic"], default="guru",
                         help="guru-RL-92k and AIME-24 (upstream's), or GSM-Symbolic (default: %(default)s)")
     parser.add_argument("--input", type=Path, help="local guru math file (parquet or jsonl) instead of downloading")

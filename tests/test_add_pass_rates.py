@@ -37,7 +37,8 @@ def evaluate_split(split, out, repeats=4, limit=None):
     """The real evaluate.py against a fixture endpoint (a stand-in for a served reference model): always right
     on 2+2, right every other time on 3+3, never on 5+5."""
     calls = itertools.count()
-    answers = {QUESTIONS[0]: lambda: "\\boxed{4}", QUESTIONS[1]: lambda: "\\boxed{6}" if next(calls) % 2 else "\\boxed{7}",
+    answers = {QUESTIONS[0]: lambda: "\\boxed{4}",
+               QUESTIONS[1]: lambda: "\\boxed{6}" if next(calls) % 2 else "\\boxed{7}",
                QUESTIONS[2]: lambda: "\\boxed{11}"}
     with FakeVLLMServer(lambda body: answers[message_text(body["messages"][-1])]()) as server:
         flags = ["--task", "math", "--data", str(split), "--split", "train", "--model", "openai", "--base-url",
@@ -49,7 +50,8 @@ def evaluate_split(split, out, repeats=4, limit=None):
 
 def test_each_task_gets_the_mean_reward_of_its_episodes(split, tmp_path, capsys):
     episodes = evaluate_split(split, tmp_path / "eval")
-    assert add_pass_rates.main(["--data", str(split), "--episodes", str(episodes), "--column", "fixture_pass_rate"]) == 0
+    flags = ["--data", str(split), "--episodes", str(episodes), "--column", "fixture_pass_rate"]
+    assert add_pass_rates.main(flags) == 0
     table = pq.read_table(split / "train.parquet")
     assert table.column("fixture_pass_rate").to_pylist() == [1.0, 0.5, 0.0]
     assert table.column("answer").to_pylist() == ["#### 4", "#### 6", "#### 10"]  # the rest kept
@@ -57,7 +59,7 @@ def test_each_task_gets_the_mean_reward_of_its_episodes(split, tmp_path, capsys)
     assert "fixture_pass_rate: 3 tasks, mean 0.500; 1 at 0, 1 at 1" in out and "4 episodes a task" in out
     assert (tmp_path / "gsm_fixture_pass_rate.png").stat().st_size > 0
     # a second measurement replaces the column instead of adding another
-    assert add_pass_rates.main(["--data", str(split), "--episodes", str(episodes), "--column", "fixture_pass_rate"]) == 0
+    assert add_pass_rates.main(flags) == 0
     assert pq.read_table(split / "train.parquet").column_names == ["question", "answer", "fixture_pass_rate"]
 
 

@@ -3,7 +3,6 @@ report reads Trinity's scalars and the evaluations into the comparison (the trai
 
 import json
 import subprocess
-import sys
 from types import SimpleNamespace
 
 import pyarrow as pa

@@ -9,7 +9,6 @@ computed by transformers from small random-weight models (conftest's `versions`)
 import subprocess
 import sys
 
-import pytest
 
 from gpu import engine_check
 
@@ -64,7 +63,8 @@ def test_a_stale_engine_fails_and_an_update_too_small_to_tell_is_said_to_be_so(v
     results = engine_check.weight_checks(synced[:2] + [probe(0, 1, barely[1])], 2, barely.get)
     failed = {name: detail for name, ok, detail in results if not ok}
     assert list(failed) == ["engine 0 holds the trainer's version-1 weights", "every engine received a weight sync"]
-    assert "too little to tell a synced engine from a stale one" in failed["engine 0 holds the trainer's version-1 weights"]
+    verdict = failed["engine 0 holds the trainer's version-1 weights"]
+    assert "too little to tell a synced engine from a stale one" in verdict
     assert failed["every engine received a weight sync"].endswith("never synced: engines [1]")
 
 

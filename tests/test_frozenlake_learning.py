@@ -37,7 +37,8 @@ def train_dry_run(args, tmp_path):
 
 
 def test_the_training_launch_passes_trinitys_checker(tmp_path):
-    args = argparse.Namespace(steps=40, minutes=None, batch=8, group=8, lr=2e-6, set=["explorer.runner_per_model=8"], attn=None)
+    args = argparse.Namespace(steps=40, minutes=None, batch=8, group=8, lr=2e-6, set=["explorer.runner_per_model=8"],
+                              attn=None)
     out = train_dry_run(args, tmp_path)
     assert "group 8, batch 8 tasks (64 experiences), lr 2e-06" in out
     assert "runners/engine 8" in out and "every 40 steps" in out
@@ -108,7 +109,8 @@ def test_the_time_limit_reaches_a_step_even_when_the_script_was_started_with_sig
               "learning.gpu_processes = lambda: []\n"
               "learning.INTERRUPT_GRACE_S = (20, 20)\n"
               f"started = time.monotonic()\n"
-              f"learning.run([sys.executable, '-c', {step!r}], learning.Path({str(tmp_path / 'train.log')!r}), 2 / 60)\n"
+              f"learning.run([sys.executable, '-c', {step!r}], "
+              f"learning.Path({str(tmp_path / 'train.log')!r}), 2 / 60)\n"
               "print('took', round(time.monotonic() - started))\n")
     result = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]

@@ -72,7 +72,8 @@ def test_stack_pins_match_pyproject():
             if spec.operator == "==":
                 declared[canonicalize_name(req.name)] = spec.version
     gpu = pins(REQS / "lock-gpu.txt")
-    expected = {"agentscope": "1.0.21", "trinity-rft": "0.6.0", "verl": "0.8.0", "transformers": "5.24.0", "vllm": "0.23.0"}
+    expected = {"agentscope": "1.0.21", "trinity-rft": "0.6.0", "verl": "0.8.0", "transformers": "5.24.0",
+                "vllm": "0.23.0"}
     for name, version in expected.items():
         assert declared[name] == gpu[name] == version, name
 

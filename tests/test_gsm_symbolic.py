@@ -21,13 +21,15 @@ from conftest import REPO
 
 def fixture_rows(templates=(11, 22, 33, 44), per_template=3) -> list[dict]:
     """Rows shaped as math_bots/gsm_symbolic.py writes them (a fixture, not the package's output)."""
-    return [{"question": f"Template {t}: what is {i} + {t}?", "answer": f"{i} + {t} = <<{i}+{t}={i + t}>>{i + t}\n#### {i + t}",
-             "template": t, "instance": i} for t in templates for i in range(per_template)]
+    return [{"question": f"Template {t}: what is {i} + {t}?",
+             "answer": f"{i} + {t} = <<{i}+{t}={i + t}>>{i + t}\n#### {i + t}", "template": t, "instance": i}
+            for t in templates for i in range(per_template)]
 
 
 def test_the_split_holds_whole_templates_apart():
     train, test, dropped = split_gsm_symbolic(fixture_rows(), test_templates=1, seed=0)
-    train_templates, test_templates = set(train.column("template").to_pylist()), set(test.column("template").to_pylist())
+    train_templates = set(train.column("template").to_pylist())
+    test_templates = set(test.column("template").to_pylist())
     assert len(test_templates) == 1 and len(train_templates) == 3 and not train_templates & test_templates
     assert train.num_rows == 9 and test.num_rows == 3 and not any(dropped.values())
     assert not set(train.column("question").to_pylist()) & set(test.column("question").to_pylist())

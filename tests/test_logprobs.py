@@ -37,7 +37,8 @@ def test_bf16_logits_give_fp32_log_probs_and_bf16_gradients(small_blocks):
     labels = torch.randint(0, 50, (20,))
     got = logprobs.token_log_probs(logits, labels)
     assert got.dtype == torch.float32
-    assert torch.allclose(got.double(), reference(logits.float(), labels), atol=1e-5)  # computed from the same bf16 values
+    # computed from the same bf16 values
+    assert torch.allclose(got.double(), reference(logits.float(), labels), atol=1e-5)
     got.sum().backward()
     assert logits.grad.dtype == torch.bfloat16
 

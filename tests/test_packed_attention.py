@@ -34,7 +34,8 @@ def packed_inputs(sequences):
     return torch.cat(sequences)[None], positions, cu, lengths.max()
 
 
-@pytest.mark.parametrize("model_type", ["qwen2", "qwen3"])  # the two examples' model families, with 4 query heads per KV head
+# the two examples' model families, with 4 query heads per KV head
+@pytest.mark.parametrize("model_type", ["qwen2", "qwen3"])
 @pytest.mark.parametrize("boundaries", ["cu_seq_lens (Trinity's trainer)", "position ids only (verl's)"])
 def test_packed_sequences_match_each_sequence_run_alone(model_type, boundaries, tmp_path):
     reference, packed = model_pair(model_type, tmp_path)

@@ -82,7 +82,8 @@ def test_forward_pass_on_a_rendered_prompt(tiny_dir, tokenizer):
 
     model = AutoModelForCausalLM.from_pretrained(tiny_dir)
     assert model.dtype == torch.bfloat16
-    prompt = tokenizer.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False, add_generation_prompt=True)
+    prompt = tokenizer.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False,
+                                           add_generation_prompt=True)
     assert prompt == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
     ids = tokenizer(prompt, return_tensors="pt").input_ids
     with torch.no_grad():
@@ -95,8 +96,10 @@ def test_chat_template_renders_tools_calls_and_responses(tokenizer):
     messages = [
         {"role": "user", "content": "Print 1."},
         {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "a", "type": "function", "function": {"name": "execute_python_code", "arguments": {"code": "print(1)"}}},
-            {"id": "b", "type": "function", "function": {"name": "execute_python_code", "arguments": '{"code": "print(2)"}'}},
+            {"id": "a", "type": "function",
+             "function": {"name": "execute_python_code", "arguments": {"code": "print(1)"}}},
+            {"id": "b", "type": "function",
+             "function": {"name": "execute_python_code", "arguments": '{"code": "print(2)"}'}},
         ]},
         {"role": "tool", "tool_call_id": "a", "content": "1"},
         {"role": "tool", "tool_call_id": "b", "content": "2"},
@@ -106,9 +109,11 @@ def test_chat_template_renders_tools_calls_and_responses(tokenizer):
     assert text.startswith("<|im_start|>system\n# Tools\n")
     assert "<tools>\n" + json.dumps(TOOL) + "\n</tools>" in text
     # Arguments given as a dict and as a JSON string render the same way: the exact JSON.
-    assert "<|im_start|>assistant\n" + TOOL_CALL_OUTPUT + "\n" + TOOL_CALL_OUTPUT.replace("print(1)", "print(2)") + "<|im_end|>\n" in text
+    second_call = TOOL_CALL_OUTPUT.replace("print(1)", "print(2)")
+    assert "<|im_start|>assistant\n" + TOOL_CALL_OUTPUT + "\n" + second_call + "<|im_end|>\n" in text
     # Consecutive tool messages share one user turn.
-    assert "<|im_start|>user\n<tool_response>\n1\n</tool_response>\n<tool_response>\n2\n</tool_response><|im_end|>\n" in text
+    assert ("<|im_start|>user\n<tool_response>\n1\n</tool_response>\n<tool_response>\n2\n</tool_response>"
+            "<|im_end|>\n") in text
     assert text.endswith("<|im_start|>assistant\nDone.<|im_end|>\n")
 
 

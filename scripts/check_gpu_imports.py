@@ -1,0 +1,18 @@
+"""The imports the training runs depend on, with the versions picked up: the last step of a GPU install."""
+
+import importlib.metadata as md
+
+import agentscope.tuner  # noqa: F401
+import ray  # noqa: F401
+import torch  # noqa: F401
+import transformers  # noqa: F401
+import trinity  # noqa: F401
+import verl  # noqa: F401
+import vllm  # noqa: F401
+
+import frozenlake.main  # noqa: F401  (the project, through the same imports)
+import math_bots.main  # noqa: F401
+
+for dist in ["vllm", "ray", "trinity-rft", "verl", "agentscope", "transformers", "torch", "numpy", "pyarrow"]:
+    print(f"  {dist:14s} {md.version(dist)}")
+print("imports OK")

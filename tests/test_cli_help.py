@@ -1,0 +1,49 @@
+"""Every command line of the project says each option's default in --help."""
+
+import argparse
+import importlib.util
+import sys
+
+import pytest
+
+from conftest import REPO
+
+COMMANDS = sorted(str(path.relative_to(REPO)) for folder in ("scripts", "gpu", "benchmarks", "frozenlake", "math_bots")
+                  for path in (REPO / folder).glob("*.py") if "ArgumentParser(" in path.read_text())
+
+
+class Built(Exception):
+    def __init__(self, parser):
+        self.parser = parser
+
+
+def built_parser(relative: str, monkeypatch) -> argparse.ArgumentParser:
+    """The parser a command's main() builds, caught as it is about to parse."""
+    def catch(self, *args, **kwargs):
+        raise Built(self)
+
+    monkeypatch.setattr(sys, "argv", [relative])
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", catch)
+    spec = importlib.util.spec_from_file_location(f"cli_{relative.replace('/', '_')[:-3]}", REPO / relative)
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    with pytest.raises(Built) as caught:
+        module.main()
+    return caught.value.parser
+
+
+def test_the_commands_are_found():
+    expected = {"scripts/evaluate.py", "scripts/get_frozenlake_data.py", "frozenlake/main.py", "gpu/smoke.py"}
+    assert expected <= set(COMMANDS)
+
+
+@pytest.mark.parametrize("relative", COMMANDS)
+def test_every_option_with_a_default_shows_it(relative, monkeypatch):
+    parser = built_parser(relative, monkeypatch)
+    formatter = parser._get_formatter()
+    hidden = [action.option_strings or action.dest for action in parser._actions
+              if action.help != argparse.SUPPRESS and action.default not in (None, False, [], argparse.SUPPRESS)
+              and not (action.help and "%(default)" in formatter._get_help_string(action))]  # no help, no line
+    assert hidden == [], f"{relative}: --help does not show the defaults of {hidden}"
+    assert "(default: 6)" in " ".join(parser.format_help().split()) or relative != "scripts/get_frozenlake_data.py"
