@@ -38,7 +38,7 @@ RUNNER_LOG = re.compile(r"explorer_runner_(\d+)\.log$")
 TASK_STARTED = re.compile(r"Starting task: step=(\d+),")  # eval batches read "step=<N>/<taskset>,"
 # Mean |difference| per token, in nats. On the smoke's model bf16 against fp32 differs by 0.0014, and
 # one update at the smoke's learning rate moves it by 0.35 (benchmarks/engine_check_margin.py, CPU).
-# On one H200 a vLLM engine and transformers differed by 0.0010 to 0.0014 (README, GPU smoke test).
+# On one H200 a vLLM engine and transformers differed by 0.0010 to 0.0014 (docs/gpu.md, GPU smoke test).
 TOLERANCE = 0.03
 MIN_MOVE = 0.1
 

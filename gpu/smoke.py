@@ -4,7 +4,7 @@
     python gpu/smoke.py --configs frozenlake.yaml --out /tmp/smoke --tokenizer path/to/tokenizer
 
 Needs a CUDA GPU (on one, the launcher colocates the engine and the trainer) and the GPU stack
-(README, "Training on GPUs"); no hub access.
+(docs/gpu.md); no hub access.
 It builds a tiny random-weight Llama (gpu/tiny_model.py), writes small data with the
 project's own scripts (FrozenLake maps; a guru-shaped math file and an AIME-shaped eval file
 through prepare_math_data.py), then runs each config through its real `main.py`, shrunk by
@@ -13,7 +13,7 @@ through prepare_math_data.py), then runs each config through its real `main.py`,
 is checked for:
 
 * exit code 0, and a step-2 checkpoint with HF weights;
-* the tensorboard scalars README and plot_runs.py name (FrozenLake `rollout/success/mean`;
+* the tensorboard scalars the docs and plot_runs.py name (FrozenLake `rollout/success/mean`;
   math `rollout/accuracy/mean` and AIME-24's `eval/aime24/{accuracy,format}/mean@1`);
 * the experience count of each step as the explorer logged it (at least one per rollout);
 * for the difficulty configs, the saved selector state: a posterior for every task;

@@ -45,7 +45,7 @@ from rftkit.inputs import InputError
 NO_GPU_MESSAGE = """\
 error: training needs CUDA GPUs and none were found on this machine or in a running Ray cluster.
 Trinity-RFT runs vLLM rollout engines and an FSDP trainer on GPUs (one GPU can hold both); see
-README.md, "Training on GPUs". To check the full training config on this machine, add --dry-run."""
+docs/gpu.md. To check the full training config on this machine, add --dry-run."""
 
 PLUGIN_DIR = Path(__file__).resolve().parent / "trinity_plugins"
 PLUGIN_DIRS_ENV = "TRINITY_PLUGIN_DIRS"  # trinity.common.constants.PLUGIN_DIRS_ENV_VAR

@@ -6,7 +6,7 @@
 # locked version, and around it the base that machine had (requirements/gpu-base.txt: torch 2.11.0
 # with CUDA from the package index, numpy 2, ...), resolved by uv. The locked versions, and numpy>=2,
 # override what the packages declare (requirements/gpu-overrides.txt says why).
-# flash-attn has no wheel for torch 2.11 with CUDA 13; the trainer runs without it (README, "flash-attn,
+# flash-attn has no wheel for torch 2.11 with CUDA 13; the trainer runs without it (docs/gpu.md, "flash-attn,
 # or not"). Where a matching wheel exists, install it into the venv and `--attn auto` uses it.
 # Env: PYTHON (default python3.12), VENV (default .venv-gpu). Offline: scripts/install_gpu_offline.sh.
 set -euo pipefail

@@ -23,7 +23,7 @@ from rftkit.files import atomic_paths, check_writable
 from rftkit.inputs import InputError, reports_input_errors
 from rftkit.tensorboard import read_scalars
 
-DEFAULT_SCALARS = ["rollout/accuracy/mean", "eval/aime24/accuracy/mean@1"]  # tags a GPU run wrote (README)
+DEFAULT_SCALARS = ["rollout/accuracy/mean", "eval/aime24/accuracy/mean@1"]  # tags a GPU run wrote (docs/gpu.md)
 
 
 def parse_run(text: str) -> tuple[str, Path]:

@@ -16,7 +16,7 @@ from conftest import REPO, dry_run, write_scalars
 from test_engine_check import probe, runner_logs
 
 
-needs_gpus = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (README: GPU smoke test)")
+needs_gpus = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (docs/gpu.md: GPU smoke test)")
 
 
 def smoke_on_gpus(out, *flags):

@@ -1,4 +1,4 @@
-"""The configs keep upstream's values (README: "Coming from the upstream examples"), and upstream's names still work."""
+"""The configs keep upstream's values (docs/upstream.md), and upstream's names still work."""
 
 import asyncio
 
@@ -89,7 +89,8 @@ def test_upstreams_engine_split_is_one_flag_away(tmp_path, capsys):
 
 @pytest.mark.parametrize("name", ["config_random.yaml", "config_difficulty.yaml"])
 def test_math_micro_batches_hold_one_full_length_sequence_not_two(name, tmp_path):
-    """Trinity's default (2 x max_model_len tokens per micro-batch) ran an H200 out of memory (README)."""
+    """Trinity's default (2 x max_model_len tokens per micro-batch) ran an H200 out of memory
+    (docs/results/2026-12-01-step-cost.md)."""
     config = validated(name, tmp_path, run_react_agent, gsm8k_judge)
     assert config.trainer.use_dynamic_bsz
     assert config.trainer.max_token_len_per_gpu == config.model.max_model_len
