@@ -38,9 +38,9 @@ sys.path.insert(0, str(REPO))  # run as a script: the repo's packages
 
 from gpu.frozenlake_learning import (  # noqa: E402
     evaluate_command,
-    hf_from_gguf,
     last_checkpoint,
     log,
+    model_folder,
     run,
     vllm_server,
 )
@@ -241,10 +241,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--data {data}: no {split}.parquet (scripts/prepare_math_data.py --source gsm-symbolic)")
     out.mkdir(parents=True, exist_ok=True)
     started = time.time()
-    model = args.model.resolve()
-    if model.suffix == ".gguf":
-        log(f"converting {model.name} to an HF folder")
-        model = hf_from_gguf(model, out / "model")
+    model = model_folder(args.model, out / "model")
     args.thinks = thinks(model)
     max_tokens = ONE_GPU["model.max_response_tokens"]
     if held_out(out / "before") is None:

@@ -82,6 +82,15 @@ def hf_from_gguf(gguf: Path, out_dir: Path) -> Path:
     return out_dir
 
 
+def model_folder(model: Path, out_dir: Path) -> Path:
+    """MODEL as an HF folder for vLLM and the trainer: the folder itself, or a GGUF converted into `out_dir`."""
+    model = model.resolve()
+    if model.suffix != ".gguf":
+        return model
+    log(f"converting {model.name} to an HF folder")
+    return hf_from_gguf(model, out_dir)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -383,10 +392,7 @@ def main(argv: list[str] | None = None) -> int:
         run([sys.executable, "scripts/get_frozenlake_data.py", "--local_dir", str(data)], out / "data.log")
     started = time.time()
 
-    model = args.model.resolve()
-    if model.suffix == ".gguf":
-        log(f"converting {model.name} to an HF folder")
-        model = hf_from_gguf(model, out / "model")
+    model = model_folder(args.model, out / "model")
     if not args.skip_before:
         with vllm_server(model, model, out / "serve_before.log", args.max_model_len) as url:
             log(f"evaluating {model} (served at {url})")

@@ -27,7 +27,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # run as a script: the repo's packages
 
-from gpu.frozenlake_learning import evaluate_command, hf_from_gguf, log, run, vllm_server  # noqa: E402
+from gpu.frozenlake_learning import evaluate_command, log, model_folder, run, vllm_server  # noqa: E402
 from rftkit.cli import HelpFormatter  # noqa: E402
 
 
@@ -61,10 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     data = args.data.resolve()
-    for name, model in pairs:
-        if model.suffix == ".gguf":
-            log(f"converting {model.name} to an HF folder")
-            model = hf_from_gguf(model, out / f"{name}-model")
+    for name, given in pairs:
+        model = model_folder(given, out / f"{name}-model")
         with vllm_server(model, model, out / f"serve_{name}.log", args.max_model_len) as url:
             log(f"{name}: {args.repeats} episodes of every {args.split} task (served at {url})")
             run(evaluate_command(url, data, out / name, args.repeats, args.max_tokens, task="math", split=args.split),

@@ -47,6 +47,11 @@ GURU_COLUMNS = {"prompt": "list", "reward_model": "struct", **dict.fromkeys(PASS
 TASK_COLUMNS = {"question": "string", "answer": "string"}
 
 
+def ground_truth(answer) -> str:
+    """The final answer after "####" in a GSM8K answer, or the whole answer as text."""
+    return str(answer).split("####")[-1].strip()
+
+
 def guru_row(question: str, truth, weak: float | None = 0.25, strong: float | None = 0.75,
              prompt: list | None = None) -> dict:
     """One row in guru-RL-92k's math schema (what `convert_guru` reads), for tests and smoke runs."""
@@ -175,7 +180,7 @@ def split_gsm_symbolic(rows: list[dict], test_templates: int, seed: int = 0,
         answer = str(row.get("answer") or "")
         if not question:
             dropped["no question"] += 1
-        elif "####" not in answer or not answer.split("####")[-1].strip():
+        elif "####" not in answer or not ground_truth(answer):
             dropped["no final answer"] += 1
         elif question in seen:
             dropped["duplicate question"] += 1

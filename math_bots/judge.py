@@ -11,12 +11,9 @@ from trinity.common.rewards.eval_utils import (
 )
 from trinity.common.rewards.math_reward import MathBoxedRewardFn
 
+from math_bots.data import ground_truth
+
 _reward_fn = MathBoxedRewardFn()
-
-
-def ground_truth(answer) -> str:
-    """The final answer after "####" in a GSM8K answer, or the whole answer as text."""
-    return str(answer).split("####")[-1].strip()
 
 
 def equivalent(boxed: str, truth: str) -> bool:

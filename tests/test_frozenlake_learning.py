@@ -2,9 +2,11 @@
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -29,6 +31,9 @@ def test_a_gguf_becomes_an_hf_model_that_transformers_loads_and_chats_with(tmp_p
     ids = tokenizer(prompt, return_tensors="pt").input_ids
     assert model(ids).logits.shape[-1] >= len(tokenizer) - 1
     assert learning.hf_from_gguf(default_gguf(), folder) == folder  # a finished folder is reused
+    # what the GPU scripts call: a GGUF goes through the conversion (reused here), a folder is taken as it is
+    assert learning.model_folder(default_gguf(), folder) == folder
+    assert learning.model_folder(Path(os.path.relpath(folder)), tmp_path / "unused") == folder
 
 
 def train_dry_run(args, tmp_path):
