@@ -91,10 +91,13 @@ def main(argv: list[str] | None = None) -> int:
     if not args.episodes.is_file():
         raise InputError(f"--episodes {args.episodes}: no such file")
     source = f"--episodes {args.episodes}"
-    try:
-        episodes = [json.loads(line) for line in args.episodes.read_text().splitlines() if line.strip()]
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{source}: line {exc.doc.count(chr(10)) + 1}: not JSON ({exc.msg})") from None
+    episodes = []
+    for number, line in enumerate(args.episodes.read_text().splitlines(), 1):
+        if line.strip():
+            try:
+                episodes.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise InputError(f"{source}: line {number}: not JSON ({exc.msg})") from None
     rates, repeats = pass_rates(table.select(["question"]).to_pylist(), episodes, source)
 
     column = pa.array(rates, pa.float64())

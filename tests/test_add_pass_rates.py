@@ -77,6 +77,10 @@ def test_episodes_of_part_of_the_split_or_of_another_split_are_refused(split, tm
     with pytest.raises(SystemExit):
         add_pass_rates.main(["--data", str(split), "--episodes", str(other), "--column", "x"])
     assert "line 2: task 1's question is not row 1's of the split" in capsys.readouterr().err
+    other.write_text(partial.read_text().splitlines()[0] + "\n{not json\n")
+    with pytest.raises(SystemExit):
+        add_pass_rates.main(["--data", str(split), "--episodes", str(other), "--column", "x"])
+    assert f"--episodes {other}: line 2: not JSON" in capsys.readouterr().err
     assert (split / "train.parquet").read_bytes() == before  # nothing half-written
 
 
