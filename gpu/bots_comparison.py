@@ -117,12 +117,12 @@ def held_out(folder: Path) -> dict | None:
 
 def paired(before: dict, after: dict) -> dict:
     """Task-by-task: tasks the second evaluation solves more often, less often, and the sign test's p."""
-    from rftkit.evaluation import sign_test
+    from rftkit.evaluation import sign_test, task_by_task
 
-    if before["per task"].keys() != after["per task"].keys():
+    try:
+        wins, losses, _ = task_by_task(before["per task"], after["per task"])
+    except ValueError:
         return {"error": "the two evaluations are of different tasks"}
-    wins = sum(after["per task"][t] > before["per task"][t] for t in before["per task"])
-    losses = sum(after["per task"][t] < before["per task"][t] for t in before["per task"])
     return {"better": wins, "worse": losses, "p": sign_test(wins, losses)}
 
 

@@ -290,12 +290,12 @@ def map_by_map(before: list[dict], after: list[dict]) -> tuple[int, int, int]:
             per_map[uid] = per_map.get(uid, 0.0) + episode["metrics"]["success"]
         return per_map
 
-    first, second = goals(before), goals(after)
-    if first.keys() != second.keys():
-        raise SystemExit("error: the two evaluations did not play the same maps; no map-by-map comparison")
-    better = sum(second[uid] > first[uid] for uid in first)
-    worse = sum(second[uid] < first[uid] for uid in first)
-    return better, worse, len(first) - better - worse
+    from rftkit.evaluation import task_by_task
+
+    try:
+        return task_by_task(goals(before), goals(after))
+    except ValueError:
+        raise SystemExit("error: the two evaluations did not play the same maps; no map-by-map comparison") from None
 
 
 def compare(before_dir: Path, after_dir: Path, out: Path) -> str:

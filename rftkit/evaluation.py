@@ -69,6 +69,16 @@ def sign_test(wins: int, losses: int) -> float:
     return min(1.0, 2 * tail)
 
 
+def task_by_task(first: dict, second: dict) -> tuple[int, int, int]:
+    """Tasks on which the second evaluation scored higher, lower and the same as the first, from each
+    evaluation's score per task (the input of a paired sign test). ValueError if they scored different tasks."""
+    if first.keys() != second.keys():
+        raise ValueError("the two evaluations did not play the same tasks")
+    better = sum(second[task] > first[task] for task in first)
+    worse = sum(second[task] < first[task] for task in first)
+    return better, worse, len(first) - better - worse
+
+
 async def run_episodes(
     tasks: list[dict],
     play: Callable[[dict, ChatModelBase], Awaitable[dict[str, Any]]],

@@ -125,3 +125,10 @@ def test_bad_flags_are_refused_before_anything_starts(tmp_path, gsm_data, capsys
         with pytest.raises(SystemExit):
             comparison.main(argv)
         assert message in capsys.readouterr().err
+
+
+def test_evaluations_of_different_tasks_are_not_paired():
+    assert comparison.paired({"per task": {0: 1.0}}, {"per task": {1: 0.0}}) == \
+        {"error": "the two evaluations are of different tasks"}
+    assert comparison.paired({"per task": {0: 0.0, 1: 1.0}}, {"per task": {0: 0.5, 1: 1.0}}) == \
+        {"better": 1, "worse": 0, "p": 1.0}
