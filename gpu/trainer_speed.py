@@ -149,14 +149,14 @@ def trinity_config(example: str, model: Path, work: Path, setting: str):
 
 def setup_worker_process(setting: str) -> None:
     """What Ray's worker setup hook does in a trainer process of a launch with this setting."""
-    from rftkit import attention, colocate, weight_sync
+    from rftkit import attention, weight_sync, workers
     from rftkit.import_patch import patch_on_import
 
     if SETTINGS[setting]["old_setup"]:  # the hook as it was: verl's padding helpers only
         patch_on_import("verl.utils.attention_utils", attention.use_torch_padding)
     else:
         os.environ[weight_sync.DTYPE_ENV] = "bfloat16"  # as the launcher sets it for a colocated run
-        colocate.worker_setup()
+        workers.setup_colocated()
 
 
 def synced(fn):
@@ -253,11 +253,11 @@ def run_setting(example: str, setting: str, model: Path, work: Path, steps: int)
         return result
     # One colocated weight sync, as Trinity's memory sync makes it; the Synchronizer's process set up as
     # the launcher's hook sets up every worker of a colocated run.
-    from rftkit import colocate, weight_sync
+    from rftkit import weight_sync, workers
 
     setup = {} if SETTINGS[setting]["old_setup"] else {
         "env_vars": {weight_sync.DTYPE_ENV: "bfloat16"},
-        "worker_process_setup_hook": f"{colocate.worker_setup.__module__}.{colocate.worker_setup.__name__}"}
+        "worker_process_setup_hook": f"{workers.setup_colocated.__module__}.{workers.setup_colocated.__name__}"}
     # address="local": a Ray of its own, even beside a launch's cluster (a name clash with its Synchronizer)
     ray.init(address="local", namespace=config.ray_namespace, include_dashboard=False, logging_level="ERROR",
              runtime_env=setup)

@@ -10,7 +10,7 @@ Trinity-RFT 0.6.0 never gets that far. Its engine allocator asks Ray for a whole
 engine (in a placement group), and the trainer's worker asks for the same, only, GPU: the
 second request waits forever and the run hangs before its first step (Trinity-RFT issue
 #602, fixed after 0.6.0). Before 0.6 the colocated engine asked Ray for no GPU, and that is
-what `worker_setup`, Ray's worker_process_setup_hook for colocated runs, restores: in every
+what `worker_setup`, applied in every worker of a colocated run, restores: in every
 worker that imports the allocator, the engines it creates reserve CPUs only. It changes
 nothing else, and nothing where the allocator already asks for no GPU.
 """
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from rftkit import attention, weight_sync
+from rftkit import weight_sync
 from rftkit.import_patch import patch_on_import
 
 ALLOCATOR = "trinity.common.models.allocator"
@@ -65,9 +65,8 @@ def engines_reserve_no_gpu(allocator: ModuleType) -> None:
 
 
 def worker_setup() -> None:
-    """Ray's `worker_process_setup_hook` for a colocated run: the attention setup, engines without a
-    Ray GPU, and the weights handed to the engine in its own dtype, as byte views (rftkit.weight_sync)."""
-    attention.worker_setup()
+    """In every worker of a colocated run (`rftkit.workers.setup_colocated`): engines without a Ray
+    GPU, and the weights handed to the engine in its own dtype, as byte views (rftkit.weight_sync)."""
     patch_on_import(ALLOCATOR, engines_reserve_no_gpu)
     patch_on_import(weight_sync.FSDP_ENGINE, weight_sync.use_engine_dtype)
     patch_on_import(weight_sync.FSDP_ENGINE, weight_sync.send_uploads_as_views)

@@ -38,7 +38,7 @@ from typing import Any, Callable
 
 import yaml
 
-from rftkit import attention, colocate, supervise, weight_sync
+from rftkit import attention, colocate, run_state, supervise, weight_sync, workers
 from rftkit.files import atomic_paths, check_writable
 from rftkit.inputs import InputError
 
@@ -368,14 +368,15 @@ def connect_ray(trinity_config) -> None:
 
     Trinity calls ray.init() with `ignore_reinit_error`, so this connection, made
     first with the same namespace and environment, is the one the run uses. The
-    hook (`rftkit.attention.worker_setup`) lets verl's trainer workers run
-    without flash-attn; on one GPU (`rftkit.colocate.worker_setup`) it also
-    keeps the rollout engine from reserving the GPU the trainer needs, and hands
-    the weights over in the engine's dtype, as byte views of the object store.
+    hook (`rftkit.workers.setup`) lets verl's trainer workers run without
+    flash-attn and writes Trinity's state files so that a killed run resumes;
+    on one GPU (`rftkit.workers.setup_colocated`) it also keeps the rollout
+    engine from reserving the GPU the trainer needs, and hands the weights over
+    in the engine's dtype, as byte views of the object store.
     """
     import ray
 
-    hook = colocate.worker_setup if trinity_config.mode == "colocate" else attention.worker_setup
+    hook = workers.setup_colocated if trinity_config.mode == "colocate" else workers.setup
     env_vars = trinity_config.get_envs()
     if trinity_config.mode == "colocate":  # weights through the object store: in the engine's dtype
         env_vars[weight_sync.DTYPE_ENV] = trinity_config.explorer.rollout_model.dtype
@@ -452,10 +453,14 @@ def launch(args: argparse.Namespace, workflow_func: Callable, judge_func: Callab
         prepare(config, False)
     attention.check_attention(config, args.config)
     print(f"trainer attention: {attention.describe(config)} ({attention_reason})", flush=True)
+    resume = run_state.rewind(trinity_config.checkpoint_job_dir, trinity_config.explorer.name)
+    if resume.message:
+        print(resume.message, flush=True)
     path = write_yaml(config, Path(config["checkpoint_root_dir"]) / f"{config['project']}-{config['name']}.yaml")
     print(f"launch config: {path}", flush=True)
     from agentscope.tuner import tune
 
+    logs_before = supervise.log_sizes(trinity_config.log.save_dir)
     started_ray = ensure_ray()
     started = time.perf_counter()
 
@@ -468,7 +473,7 @@ def launch(args: argparse.Namespace, workflow_func: Callable, judge_func: Callab
     try:
         connect_ray(trinity_config)
         with supervise.Watchdog(trinity_config.log.save_dir, lambda: supervise.kill_trinity_actors(trinity_config),
-                                give_up) as watchdog:
+                                give_up, since=logs_before) as watchdog:
             status = tune(workflow_func=workflow_func, judge_func=judge_func, config_path=str(path))
     except KeyboardInterrupt:  # Ctrl-C: the run's actors end with this driver (and with Ray, if we started it)
         _, trainer_step = supervise.reached_steps(trinity_config)
@@ -478,7 +483,7 @@ def launch(args: argparse.Namespace, workflow_func: Callable, judge_func: Callab
     finally:
         if started_ray:  # leave the machine as we found it
             ray_cli("stop")
-    result = supervise.outcome(status, watchdog.error, trinity_config)
+    result = supervise.outcome(status, watchdog.error, trinity_config, since=logs_before)
     if not result.success:
         print(f"error: training failed: {result.message}", file=sys.stderr)
         return 1

@@ -55,8 +55,24 @@ class FatalError:
         return f"{self.marker}: {self.summary} (traceback in {self.log})"
 
 
-def _fatal_in(log: Path) -> FatalError | None:
-    lines = [line.rstrip("\r") for line in log.read_text(errors="replace").split("\n")]
+def log_sizes(log_dir: str | os.PathLike) -> dict[Path, int]:
+    """How long each actor log under `log_dir` is now. A resumed run appends to the logs of the run
+    it continues, so a launch reads each log only from where it stood when the launch began."""
+    return {log: log.stat().st_size for log in Path(log_dir).rglob("*.log")}
+
+
+def new_text(log: Path, since: dict[Path, int] | None) -> str:
+    """What `log` gained after `since` (`log_sizes` at a launch): all of it if it is new or was rotated."""
+    start = (since or {}).get(log, 0)
+    with open(log, "rb") as f:
+        if start > os.fstat(f.fileno()).st_size:  # rotated since: all of it is new
+            start = 0
+        f.seek(start)
+        return f.read().decode(errors="replace")
+
+
+def _fatal_in(log: Path, since: dict[Path, int] | None = None) -> FatalError | None:
+    lines = [line.rstrip("\r") for line in new_text(log, since).split("\n")]
     for i, line in enumerate(lines):
         head = LOG_LINE.match(line)
         if head is None or head.group(1) != "ERROR":
@@ -73,18 +89,19 @@ def _fatal_in(log: Path) -> FatalError | None:
     return None
 
 
-def _trainer_finished_at(log_dir: Path) -> str | None:
+def _trainer_finished_at(log_dir: Path, since: dict[Path, int] | None = None) -> str | None:
     """When the Trainer logged that it finished (its final line, after a last step or an error)."""
     for log in sorted(log_dir.rglob("*.log")):
-        for line in log.read_text(errors="replace").split("\n"):
+        for line in new_text(log, since).split("\n"):
             head = LOG_LINE.match(line)
             if head and line[head.end():].startswith(TRAINER_FINISHED):
                 return head.group(2)
     return None
 
 
-def first_fatal_error(log_dir: str | os.PathLike) -> FatalError | None:
-    """The earliest fatal error in any actor log under `log_dir`, or None.
+def first_fatal_error(log_dir: str | os.PathLike, since: dict[Path, int] | None = None) -> FatalError | None:
+    """The earliest fatal error in any actor log under `log_dir`, or None; with `since` (`log_sizes`
+    at the launch), only in what the logs gained after it.
 
     An Explorer error logged once the Trainer has finished is not one: when the
     Trainer reaches `trainer.total_steps` first, Trinity's launcher shuts the
@@ -93,8 +110,8 @@ def first_fatal_error(log_dir: str | os.PathLike) -> FatalError | None:
     finished because it failed, its own error comes first.
     """
     log_dir = Path(log_dir)
-    found = [error for log in sorted(log_dir.rglob("*.log")) if (error := _fatal_in(log))]
-    finished = _trainer_finished_at(log_dir)
+    found = [error for log in sorted(log_dir.rglob("*.log")) if (error := _fatal_in(log, since))]
+    finished = _trainer_finished_at(log_dir, since)
     if finished is not None:
         found = [e for e in found if not (e.marker.startswith("Error in Explorer") and e.timestamp >= finished)]
     return min(found, key=lambda error: error.timestamp) if found else None
@@ -120,13 +137,15 @@ class Watchdog(threading.Thread):
     """
 
     def __init__(self, log_dir: str | os.PathLike, stop_run: Callable[[], None],
-                 give_up: Callable[[FatalError], None], interval: float = 5.0, grace: float = 90.0):
+                 give_up: Callable[[FatalError], None], interval: float = 5.0, grace: float = 90.0,
+                 since: dict[Path, int] | None = None):
         super().__init__(name="rftkit-watchdog", daemon=True)
         self.log_dir, self.stop_run, self.give_up = Path(log_dir), stop_run, give_up
         self.interval, self.grace = interval, grace
         self.error: FatalError | None = None
         self.finished = threading.Event()
-        self._read_up_to: dict[Path, int] = {}
+        self.since = dict(since or {})  # where each log stood at the launch (`log_sizes`)
+        self._read_up_to: dict[Path, int] = dict(self.since)
 
     def _marker_in_new_text(self) -> bool:
         """Whether a fatal marker appeared in any log since the last look.
@@ -156,11 +175,11 @@ class Watchdog(threading.Thread):
         while not self.finished.wait(self.interval):
             if not self._marker_in_new_text():
                 continue
-            error = first_fatal_error(self.log_dir)
+            error = first_fatal_error(self.log_dir, self.since)
             if error is None:  # a marker in a non-fatal line, or an Explorer stopped after the Trainer finished
                 continue
             time.sleep(1.0)  # let the traceback reach the file
-            self.error = first_fatal_error(self.log_dir) or error
+            self.error = first_fatal_error(self.log_dir, self.since) or error
             print(f"error: the run failed, stopping it: {self.error}\n{self.error.text}", file=sys.stderr, flush=True)
             self.stop_run()
             if not self.finished.wait(self.grace):
@@ -199,15 +218,16 @@ def reached_steps(trinity_config) -> tuple[int, int]:
         state.logger.setLevel(level)
 
 
-def outcome(status, watched: FatalError | None, trinity_config) -> Outcome:
+def outcome(status, watched: FatalError | None, trinity_config, since: dict[Path, int] | None = None) -> Outcome:
     """Success only if nothing failed and the Trainer saved the last step the run was meant to reach.
 
     The target is the configured `trainer.total_steps` or `buffer.total_steps`;
     with neither, the steps the Explorer produced (the Trainer must consume them all).
+    Errors count from `since` (`log_sizes` at the launch): a resumed run's logs hold the run before it.
     """
     explorer_step, trainer_step = reached_steps(trinity_config)
     target = trinity_config.trainer.total_steps or trinity_config.buffer.total_steps or explorer_step
-    error = watched or first_fatal_error(trinity_config.log.save_dir)
+    error = watched or first_fatal_error(trinity_config.log.save_dir, since)
     if error is not None:
         message = str(error)
     elif not getattr(status, "success", False):

