@@ -17,12 +17,15 @@ from rftkit.inputs import reports_input_errors
 @reports_input_errors
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
-    parser.add_argument("--map_max_size", type=int, default=6, help="largest map side; sizes are 2..this, inclusive")
-    parser.add_argument("--train_size", type=int, default=10000, help="maps in the train split")
-    parser.add_argument("--test_size", type=int, default=100, help="maps in the test split")
-    parser.add_argument("--local_dir", default=DEFAULT_DIR, help="output folder (default: %(default)s)")
+    # upstream's flags are spelled with underscores; the hyphen spellings are the project's
+    parser.add_argument("--map_max_size", "--map-max-size", type=int, default=6,
+                        help="largest map side; sizes are 2..this, inclusive")
+    parser.add_argument("--train_size", "--train-size", type=int, default=10000, help="maps in the train split")
+    parser.add_argument("--test_size", "--test-size", type=int, default=100, help="maps in the test split")
+    parser.add_argument("--local_dir", "--local-dir", default=DEFAULT_DIR, help="output folder (default: %(default)s)")
     parser.add_argument("--seed", type=int, default=42, help="the same seed and flags give identical files")
-    parser.add_argument("--env_max_steps", type=int, default=8, help="keep maps solvable in this many moves")
+    parser.add_argument("--env_max_steps", "--env-max-steps", type=int, default=8,
+                        help="keep maps solvable in this many moves")
     args = parser.parse_args(argv)
     check_writable(args.local_dir, "--local_dir")  # before the maps, which take a while
     try:

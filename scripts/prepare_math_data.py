@@ -159,14 +159,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--source", choices=["guru", "gsm-symbolic"], default="guru",
                         help="guru-RL-92k and AIME-24 (upstream's), or GSM-Symbolic (default: %(default)s)")
     parser.add_argument("--input", type=Path, help="local guru math file (parquet or jsonl) instead of downloading")
-    parser.add_argument("--raw_data_dir", type=Path, default=Path(DEFAULT_RAW_DIR),
+    parser.add_argument("--raw-data-dir", "--raw_data_dir", type=Path, default=Path(DEFAULT_RAW_DIR),
                         help="where the downloaded guru file goes (default: %(default)s)")
-    parser.add_argument("--processed_data_dir", type=Path,
+    parser.add_argument("--processed-data-dir", "--processed_data_dir", type=Path,
                         help=f"output folder of the training split (default: {DEFAULT_TRAIN_DIR}; "
                              f"gsm-symbolic: {DEFAULT_GSM_SYMBOLIC_DIR}, with the test split)")
-    parser.add_argument("--aime_input", type=Path, help="local AIME-24 file (problem/answer columns) "
+    parser.add_argument("--aime-input", "--aime_input", type=Path, help="local AIME-24 file (problem/answer columns) "
                                                          "instead of loading it from the hub")
-    parser.add_argument("--aime_dir", type=Path, default=Path(DEFAULT_AIME_DIR),
+    parser.add_argument("--aime-dir", "--aime_dir", type=Path, default=Path(DEFAULT_AIME_DIR),
                         help="output folder of the AIME-24 eval split (default: %(default)s)")
     gsm = parser.add_argument_group("gsm-symbolic")
     gsm.add_argument("--per-template", type=int, default=16, help="instances per template (default: %(default)s)")

@@ -47,3 +47,12 @@ def test_every_option_with_a_default_shows_it(relative, monkeypatch):
               and not (action.help and "%(default)" in formatter._get_help_string(action))]  # no help, no line
     assert hidden == [], f"{relative}: --help does not show the defaults of {hidden}"
     assert "(default: 6)" in " ".join(parser.format_help().split()) or relative != "scripts/get_frozenlake_data.py"
+
+
+@pytest.mark.parametrize("relative", COMMANDS)
+def test_every_flag_has_a_hyphen_spelling(relative, monkeypatch):
+    """Flags are spelled with hyphens; an underscore spelling (upstream's data script has them) is a second name."""
+    parser = built_parser(relative, monkeypatch)
+    lacking = [flag for action in parser._actions for flag in action.option_strings
+               if "_" in flag and flag.replace("_", "-") not in action.option_strings]
+    assert lacking == [], f"{relative}: no hyphen spelling for {lacking}"
