@@ -29,9 +29,11 @@ not included). The settings:
   object store;
 * `sdpa-blocks`: padded, with `rftkit.logprobs`: the log-probs every other setting is checked against;
 * `varlen`: the launcher's default without flash-attn, with the shipped config: packed
-  micro-batches on PyTorch's varlen kernels, log-probs in blocks, the reference model in bf16, the
-  weights synced in bf16 as byte views;
-* `varlen-32k`: `varlen` with 32,768-token micro-batches (FrozenLake ships 16,384).
+  micro-batches on PyTorch's varlen kernels, log-probs in blocks, the reference model in bf16 with
+  its weights on the GPU (`rftkit.ref_model`), the weights synced in bf16 as byte views;
+* `varlen-32k`: `varlen` with 32,768-token micro-batches (FrozenLake ships 16,384);
+* `varlen-ref-cpu`: `varlen` with the reference weights where verl 0.8 puts them, on the CPU,
+  copied to the GPU for every micro-batch (as `varlen` ran before `rftkit.ref_model`).
 
 The padded settings run at the micro-batch sizes the padded path fits: FrozenLake 4,096 (what its
 configs held), math 12,288 (the config's 24,576 ran out of memory padded).
@@ -70,6 +72,8 @@ from gpu.frozenlake_learning import free_port  # noqa: E402
 from rftkit.cli import HelpFormatter  # noqa: E402
 from rftkit.launch import REF_DTYPE_KEY  # noqa: E402
 
+REF_OFFLOAD_KEY = "trainer.trainer_config.ref.fsdp_config.param_offload"  # rftkit.ref_model reads it
+
 # The setting the others' log-probs are checked against: padded sdpa, log-probs in fp32 through
 # rftkit.logprobs (verl's row-by-row fallback in `before` rounds them to bf16 on CPU; on the H200 it
 # gave the same values to within 1e-6).
@@ -95,8 +99,10 @@ SETTINGS = {
     "sdpa-blocks": dict(attn="sdpa", old_setup=False, sync=False, overrides={}),
     "varlen": dict(attn="varlen", old_setup=False, sync=True, overrides={}),
     "varlen-32k": dict(attn="varlen", old_setup=False, sync=False, overrides={"trainer.max_token_len_per_gpu": 32768}),
+    # the default, with the reference model where verl puts it (rftkit.ref_model): on the CPU
+    "varlen-ref-cpu": dict(attn="varlen", old_setup=False, sync=False, overrides={REF_OFFLOAD_KEY: True}),
 }
-DEFAULT_SETTINGS = {"frozenlake": ["before", "sdpa-blocks", "varlen", "varlen-32k"],
+DEFAULT_SETTINGS = {"frozenlake": ["before", "sdpa-blocks", "varlen", "varlen-ref-cpu", "varlen-32k"],
                     "math": ["before", "sdpa-blocks", "varlen"]}
 
 
@@ -233,9 +239,11 @@ def run_setting(example: str, setting: str, model: Path, work: Path, steps: int)
         # what a checkpoint's config.json would name (None: transformers' default wherever it is loaded)
         "attention in the checkpoint config": worker.actor.engine.module.config.to_dict().get("attn_implementation"),
         "padding removal": worker.actor.model_config.use_remove_padding,
-        # verl keeps the forward-only reference model on the CPU and copies it in for every micro-batch
+        # verl keeps a forward-only model on the CPU and copies it in for every micro-batch, unless
+        # rftkit.ref_model keeps it on the GPU
         "reference weights": "{} on {}".format(*next((p.dtype, p.device)
                                                      for p in worker.ref.engine.module.parameters())),
+        "reference offloaded to the CPU": worker.ref.engine._uses_fsdp2_cpu_offload_policy,
         "verl's log-prob fallback": f"{verl_functional.logprobs_from_logits_v2.__module__}."
                                     f"{verl_functional.logprobs_from_logits_v2.__name__}",
         "model build and load (s)": init_seconds, "warm-up step": warm_up, "timed steps": timed,

@@ -335,7 +335,16 @@ def summarize(config, attention_reason: str = "") -> str:
     ]
     if attention_reason:
         lines.append(f"  chosen by     {attention_reason}")
+    lines.append(f"reference model {reference_placement(config)}")
     return "\n".join(lines)
+
+
+def reference_placement(config) -> str:
+    """The reference model's weights: dtype, and where rftkit.ref_model leaves them."""
+    ref = (config.trainer.trainer_config or {}).get("ref", {}).get("fsdp_config", {})
+    offload = ref.get("param_offload", config.trainer.param_offload)
+    return (f"{ref.get('model_dtype', 'fp32')} weights, "
+            + ("on the CPU, copied in for every micro-batch (param_offload)" if offload else "on the GPU"))
 
 
 def _name(func: Callable | None) -> str:

@@ -3,13 +3,15 @@ imports Trinity, verl or vLLM. Each patch is applied when its module is imported
 
 from __future__ import annotations
 
-from rftkit import attention, colocate, run_state
+from rftkit import attention, colocate, ref_model, run_state
 
 
 def setup() -> None:
-    """Every run: verl's trainer without flash-attn (rftkit.attention), and state files that a
-    killed run can be resumed from (rftkit.run_state)."""
+    """Every run: verl's trainer without flash-attn (rftkit.attention), the reference model's weights
+    on the GPU (rftkit.ref_model), and state files that a killed run can be resumed from
+    (rftkit.run_state)."""
     attention.worker_setup()
+    ref_model.worker_setup()
     run_state.worker_setup()
 
 

@@ -31,7 +31,7 @@ def tiny_model(tmp_path_factory):
 @pytest.fixture(scope="module")
 def runs(tiny_model, tmp_path_factory):
     results = {}
-    for setting in ("before", "sdpa-blocks", "varlen"):
+    for setting in ("before", "sdpa-blocks", "varlen", "varlen-ref-cpu"):
         work = tmp_path_factory.mktemp(setting)
         out = work / "result.json"
         result = subprocess.run([sys.executable, "tests/cpu_trainer.py", setting, str(tiny_model), str(work), str(out)],
@@ -45,7 +45,8 @@ def test_the_new_setting_runs_packed_with_block_log_probs_and_a_bf16_sync_of_vie
     new = runs["varlen"]
     assert new["attention loaded"] == "rftkit_varlen" and new["padding removal"] is True
     assert new["verl's log-prob fallback"] == "rftkit.logprobs.token_log_probs"
-    assert new["reference weights"] == "torch.bfloat16 on cpu"  # verl offloads it; the launcher's dtype
+    assert new["reference weights"].startswith("torch.bfloat16")  # the launcher's dtype
+    assert new["reference offloaded to the CPU"] is False  # rftkit.ref_model keeps it on the GPU
     assert new["weight sync dtypes"] == "torch.bfloat16" and new["weight sync tensors"] > 0
     assert new["weight sync as object-store views"] is True  # through Trinity's real Synchronizer actor
     assert new["attention in the checkpoint config"] is None  # a checkpoint loads without rftkit
@@ -55,7 +56,7 @@ def test_the_old_setting_is_what_ran_before(runs):
     old = runs["before"]
     assert old["attention loaded"] == "sdpa" and old["padding removal"] is False
     assert old["verl's log-prob fallback"] == "verl.utils.torch_functional.logprobs_from_logits_v2"
-    assert old["reference weights"] == "torch.float32 on cpu"
+    assert old["reference weights"] == "torch.float32 on cpu" and old["reference offloaded to the CPU"] is True
     assert old["weight sync dtypes"] == "torch.float32" and old["weight sync as object-store views"] is False
 
 
@@ -74,3 +75,11 @@ def test_a_step_is_timed_and_counted(runs):
     for result in runs.values():
         assert result["tokens per step"] > 0 and result["update (s)"] > 0 and result["reference log-probs (s)"] > 0
         assert result["trainer tokens/s"] == pytest.approx(result["tokens per step"] / result["trainer step (s)"])
+
+
+def test_the_reference_model_on_the_gpu_or_not_gives_the_same_log_probs(runs):
+    """rftkit.ref_model changes where the reference weights live, not what they compute; its config key
+    (the reference model's param_offload) gives verl's placement back."""
+    on_gpu, offloaded = runs["varlen"], runs["varlen-ref-cpu"]
+    assert offloaded["reference offloaded to the CPU"] is True and on_gpu["reference offloaded to the CPU"] is False
+    assert on_gpu["reference log-probs of the first step"] == offloaded["reference log-probs of the first step"]

@@ -1,0 +1,52 @@
+"""The reference model's weights kept on the GPU, unless the config offloads parameters.
+
+verl 0.8's FSDP engine gives every forward-only model (the reference policy) FSDP2's
+`CPUOffloadPolicy`: its weights live in pinned host memory and are copied to the GPU for every
+micro-batch. For a 3B model that made the reference log-prob pass 1.16 s where the bare forward
+took 0.53 s (docs/results/2026-12-01-trainer-speed.md). The reference weights, in bf16, take an
+eighth of what the actor keeps on the GPU anyway (fp32 weights, gradients and Adam's two moments),
+so `keep_on_gpu` builds a forward-only model without that policy when its `param_offload` is off:
+Trinity sets it from `trainer.param_offload`, and `trainer.trainer_config.ref.fsdp_config.param_offload:
+true` asks for verl's placement for the reference model alone.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from types import ModuleType
+
+from rftkit.import_patch import patch_on_import, source_has
+
+FSDP_IMPL = "verl.workers.engine.fsdp.transformer_impl"  # written against verl 0.8.0
+FORCED = "if self.engine_config.offload_policy or self.engine_config.forward_only:"
+
+
+def keep_on_gpu(module: ModuleType) -> None:
+    """Patch verl 0.8.0's FSDPEngine: a forward-only FSDP2 model without parameter offload stays on the GPU."""
+    engine = module.FSDPEngine
+    build = engine._build_fsdp_module
+    if getattr(build, "keeps_reference_on_gpu", False):
+        return
+    if not source_has(build, FORCED):
+        raise RuntimeError(f"rftkit.ref_model: {FSDP_IMPL}.FSDPEngine._build_fsdp_module no longer offloads a "
+                           "forward-only model as verl 0.8.0 did; this patch must be checked against it")
+
+    def _build_fsdp_module(self, fsdp_module):
+        config = self.engine_config
+        if not (config.forward_only and config.strategy == "fsdp2" and not config.param_offload):
+            return build(self, fsdp_module)
+        # The forward-only flag decides only the offload here; the engine keeps it everywhere else
+        # (no optimizer, no moving of the weights between steps).
+        self.engine_config = dataclasses.replace(config, forward_only=False)
+        try:
+            return build(self, fsdp_module)
+        finally:
+            self.engine_config = config
+
+    _build_fsdp_module.keeps_reference_on_gpu = True
+    engine._build_fsdp_module = _build_fsdp_module
+
+
+def worker_setup() -> None:
+    """In a Ray worker: patch verl's FSDP engine once it is imported."""
+    patch_on_import(FSDP_IMPL, keep_on_gpu)
