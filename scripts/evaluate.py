@@ -24,19 +24,14 @@ from pathlib import Path
 
 from agentscope.model import OpenAIChatModel
 
-from frozenlake import report as frozenlake_report
-from frozenlake.data import TASK_COLUMNS as FROZENLAKE_COLUMNS
-from frozenlake.policies import OracleModel, RandomModel
-from math_bots import report as math_report
-from math_bots.data import TASK_COLUMNS as MATH_COLUMNS
 from rftkit.cli import HelpFormatter
 from rftkit.evaluation import run_episodes
+from rftkit.example import Example
 from rftkit.files import atomic_paths, check_writable
 from rftkit.inputs import open_split, reports_input_errors
+from runkit.examples import EXAMPLES
 
-DEFAULT_DATA = {"frozenlake": "data/frozenlake", "math": "data/math_bots/aime24"}
-TASK_COLUMNS = {"frozenlake": FROZENLAKE_COLUMNS, "math": MATH_COLUMNS}
-TASKS = {"frozenlake": frozenlake_report, "math": math_report}  # play, summarize, report_rows, chart
+BASELINES = {name: example for example in EXAMPLES.values() for name in example.baselines}  # --model -> its task
 
 
 # ---------------------------------------------------------------- models
@@ -72,10 +67,9 @@ def model_factory(args):
             model_name=name, api_key=api_key, stream=False, client_kwargs={"base_url": base_url},
             generate_kwargs={"temperature": args.temperature, "max_tokens": args.max_tokens})
 
-    if args.model == "oracle":
-        yield lambda episode_number: OracleModel()
-    elif args.model == "random":
-        yield lambda episode_number: RandomModel(seed=args.seed + episode_number)
+    baselines = EXAMPLES[args.task].baselines
+    if args.model in baselines:
+        yield lambda episode_number: baselines[args.model](args.seed + episode_number)
     elif args.model == "openai":
         yield openai_model(args.base_url, args.model_name, os.environ.get(args.api_key_env, "EMPTY"))
     else:
@@ -88,29 +82,29 @@ def model_factory(args):
 
 # ---------------------------------------------------------------- reports
 
-def draw_chart(task: str, report: dict, title: str, path: Path) -> None:
+def draw_chart(example: Example, report: dict, title: str, path: Path) -> None:
     from rftkit.plots import save_png
 
-    fig = TASKS[task].chart(report)
+    fig = example.chart(report)
     fig.suptitle(title)
     fig.tight_layout()
     save_png(fig, path)
 
 
-def markdown(task: str, report: dict, header: dict) -> str:
+def markdown(example: Example, report: dict, header: dict) -> str:
     lines = [f"# Evaluation: {header['task']} / {header['split']} / {header['model']}", "",
              f"{report['episodes']} episodes ({header['tasks']} tasks x {header['repeats']}), "
              f"{report['errors']} with a model error or timeout.", "", "| metric | value |", "|---|---|",
-             *TASKS[task].report_rows(report)]
+             *example.report_rows(report)]
     return "\n".join(lines) + "\n"
 
 
-def write_outputs(out: Path, task: str, report: dict, header: dict, episodes: list[dict]) -> None:
+def write_outputs(out: Path, example: Example, report: dict, header: dict, episodes: list[dict]) -> None:
     names = ["report.json", "report.md", "chart.png", "episodes.jsonl"]
     with atomic_paths(*(out / name for name in names)) as (json_tmp, md_tmp, png_tmp, jsonl_tmp):
         json_tmp.write_text(json.dumps({**header, **report}, indent=2, default=str) + "\n")
-        md_tmp.write_text(markdown(task, report, header))
-        draw_chart(task, report, f"{header['task']} / {header['split']} / {header['model']}", png_tmp)
+        md_tmp.write_text(markdown(example, report, header))
+        draw_chart(example, report, f"{header['task']} / {header['split']} / {header['model']}", png_tmp)
         with jsonl_tmp.open("w") as f:
             for episode in episodes:
                 f.write(json.dumps(episode, default=str) + "\n")
@@ -120,11 +114,11 @@ def write_outputs(out: Path, task: str, report: dict, header: dict, episodes: li
 
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
-    parser.add_argument("--task", choices=sorted(TASKS), required=True)
-    parser.add_argument("--data", help="folder with <split>.parquet (default: frozenlake "
-                                       f"{DEFAULT_DATA['frozenlake']}, math {DEFAULT_DATA['math']})")
+    parser.add_argument("--task", choices=sorted(EXAMPLES), required=True)
+    parser.add_argument("--data", help="folder with <split>.parquet (default: " +
+                                       ", ".join(f"{e.name} {e.data['eval']}" for e in EXAMPLES.values()) + ")")
     parser.add_argument("--split", default="test", help="split to play: <data>/<split>.parquet")
-    parser.add_argument("--model", choices=["oracle", "random", "openai", "local"], required=True)
+    parser.add_argument("--model", choices=[*BASELINES, "openai", "local"], required=True)
     parser.add_argument("--out", type=Path, required=True, help="output folder")
     parser.add_argument("--repeats", type=int, default=1, help="episodes per task")
     parser.add_argument("--limit", type=int, help="only the first N tasks")
@@ -147,11 +141,12 @@ def parse_args(argv):
             parser.error(f"--{flag.replace('_', '-')} must be at least 1, got {getattr(args, flag)}")
     if args.limit is not None and args.limit < 1:
         parser.error(f"--limit must be at least 1, got {args.limit}")
-    if args.model in ("oracle", "random") and args.task != "frozenlake":
-        parser.error(f"--model {args.model} is a FrozenLake policy; use openai or local for --task math")
+    owner = BASELINES.get(args.model)
+    if owner and owner.name != args.task:
+        parser.error(f"--model {args.model} is a {owner.title} policy; use openai or local for --task {args.task}")
     if args.model == "openai" and not (args.base_url and args.model_name):
         parser.error("--model openai needs --base-url and --model-name")
-    args.data = Path(args.data or DEFAULT_DATA[args.task])
+    args.data = Path(args.data or EXAMPLES[args.task].data["eval"])
     return parser, args
 
 
@@ -160,8 +155,8 @@ def main(argv: list[str] | None = None) -> int:
     parser, args = parse_args(argv)
     check_writable(args.out, "--out")  # before the episodes, which may take hours
     split_file = args.data / f"{args.split}.parquet"
-    tasks = open_split(split_file, TASK_COLUMNS[args.task], "--data").read().to_pylist()[: args.limit]
-    example = TASKS[args.task]
+    example = EXAMPLES[args.task]
+    tasks = open_split(split_file, example.task_columns, "--data").read().to_pylist()[: args.limit]
     model_label = args.model_name if args.model == "openai" else args.model
     try:
         with model_factory(args) as make_model:
@@ -172,8 +167,8 @@ def main(argv: list[str] | None = None) -> int:
     report = example.summarize(episodes)
     header = {"task": args.task, "split": str(split_file), "model": model_label, "tasks": len(tasks),
               "repeats": args.repeats, "temperature": args.temperature, "max_tokens": args.max_tokens}
-    write_outputs(args.out, args.task, report, header, episodes)
-    print(markdown(args.task, report, header))
+    write_outputs(args.out, example, report, header, episodes)
+    print(markdown(example, report, header))
     print(f"wrote report.json, report.md, chart.png, episodes.jsonl to {args.out}")
     return 0
 

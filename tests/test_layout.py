@@ -16,6 +16,7 @@ from conftest import REPO
 LAYERS = {
     "rftkit": 0,  # launching a run, and the inputs and files every entry point shares
     "frozenlake": 1, "math_bots": 1,  # the examples
+    "runkit": 2,  # what drives the examples from outside: their registry
     "scripts": 3, "gpu": 3, "benchmarks": 3,  # entry points
     "tests": 4,
 }
