@@ -12,14 +12,12 @@ import os
 import sys
 from pathlib import Path
 
-from frozenlake.data import DEFAULT_DIR, TASK_COLUMNS, write_dataset
-from frozenlake.workflow import run_frozen_lake
+from frozenlake.data import write_dataset
+from frozenlake.example import FROZENLAKE
 from rftkit.cli import HelpFormatter
 from rftkit.files import check_writable
 from rftkit.inputs import check_task_splits, reports_input_errors
 from rftkit.launch import add_arguments, launch
-
-REPO = Path(__file__).resolve().parent.parent
 
 
 def prepare(config: dict, dry_run: bool) -> None:
@@ -32,20 +30,20 @@ def prepare(config: dict, dry_run: bool) -> None:
         check_writable(taskset["path"], "--data-dir")
         print(f"no data in {taskset['path']}: generating it (scripts/get_frozenlake_data.py defaults)")
         write_dataset(taskset["path"])
-    check_task_splits(config, TASK_COLUMNS, "regenerate it with scripts/get_frozenlake_data.py", missing_ok=dry_run)
+    check_task_splits(config, FROZENLAKE.task_columns, FROZENLAKE.data_remedy, missing_ok=dry_run)
 
 
 @reports_input_errors
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
-    add_arguments(parser, default_config=str(REPO / "configs" / "frozenlake.yaml"))
-    parser.add_argument("--data-dir", default=os.environ.get("FROZENLAKE_DATA_DIR", DEFAULT_DIR),
+    add_arguments(parser, default_config=str(FROZENLAKE.config_path()))
+    parser.add_argument("--data-dir", default=os.environ.get("FROZENLAKE_DATA_DIR", FROZENLAKE.data["train"]),
                         help="folder with train.parquet and test.parquet, generated with the data script's "
                              "defaults if missing (env FROZENLAKE_DATA_DIR; default: %(default)s)")
     args = parser.parse_args(argv)
     overrides = {"buffer.explorer_input.taskset.path": args.data_dir,
                  "buffer.explorer_input.eval_tasksets.0.path": args.data_dir}
-    return launch(args, run_frozen_lake, overrides=overrides, prepare=prepare)
+    return launch(args, FROZENLAKE.workflow, FROZENLAKE.judge, overrides=overrides, prepare=prepare)
 
 
 if __name__ == "__main__":

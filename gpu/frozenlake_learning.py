@@ -41,6 +41,7 @@ from typing import Callable
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # run as a script: the repo's packages
 
+from frozenlake.report import compare  # noqa: E402
 from gpu.smoke import job_dir, kill_launch, last_line  # noqa: E402
 from rftkit.cli import HelpFormatter  # noqa: E402
 
@@ -279,78 +280,6 @@ def draw_curves(out: Path) -> None:
              "--out", str(out / "curves.png")], out / "curves.log")
     except SystemExit as failed:  # never hide the training's own error behind the plot's
         log(f"warning: no curves: {failed}")
-
-
-def map_by_map(before: list[dict], after: list[dict]) -> tuple[int, int, int]:
-    """Maps where the second evaluation reached the goal more often, less often, as often, from episodes.jsonl rows."""
-    def goals(episodes: list[dict]) -> dict[str, float]:
-        per_map: dict[str, float] = {}
-        for episode in episodes:
-            uid = episode["task"]["uid"]
-            per_map[uid] = per_map.get(uid, 0.0) + episode["metrics"]["success"]
-        return per_map
-
-    from rftkit.evaluation import task_by_task
-
-    try:
-        return task_by_task(goals(before), goals(after))
-    except ValueError:
-        raise SystemExit("error: the two evaluations did not play the same maps; no map-by-map comparison") from None
-
-
-def compare(before_dir: Path, after_dir: Path, out: Path) -> str:
-    """before_after.md (returned) and before_after.png from two evaluate.py output folders."""
-    from rftkit.evaluation import sign_test
-    from rftkit.files import atomic_paths
-    from rftkit.plots import plt, save_png
-
-    before, after = (json.loads((d / "report.json").read_text()) for d in (before_dir, after_dir))
-    episodes = [[json.loads(line) for line in (d / "episodes.jsonl").read_text().splitlines()]
-                for d in (before_dir, after_dir)]
-    better, worse, same = map_by_map(*episodes)
-    p_value = sign_test(better, worse)
-
-    def row(name: str, r: dict) -> str:
-        low, high = r["success_rate_ci95"]
-        invalid = r["invalid_action_rate"]
-        return (f"| {name} | {r['success_rate']:.3f} ({low:.3f}-{high:.3f}) | "
-                f"{'-' if invalid is None else f'{invalid:.3f}'} | {r['mean_steps'] or 0:.2f} | {r['episodes']} |")
-
-    sizes = sorted({*before["by_size"], *after["by_size"]}, key=int)
-    table = ["| model | success rate (95% CI) | invalid-action rate | mean steps | episodes |",
-             "|---|---|---|---|---|", row("before", before), row("after", after), "",
-             "| map size | " + " | ".join(str(s) for s in sizes) + " |", "|---|" + "---|" * len(sizes)]
-    for name, r in (("before", before), ("after", after)):
-        cells = [f"{r['by_size'][s]['rate']:.2f}" if s in r["by_size"] else "-" for s in sizes]
-        table.append(f"| {name} | " + " | ".join(cells) + " |")
-    table += ["", f"Map by map (same maps, same seeds): after reached the goal more often on {better} maps, "
-                  f"less often on {worse}, as often on {same}; two-sided sign test p = {p_value:.2g}."]
-    text = "\n".join(table) + "\n"
-
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4.4))
-    for i, (name, r) in enumerate((("before", before), ("after", after))):  # before C0, after C1 in both panels
-        low, high = r["success_rate_ci95"]
-        left.bar(i * 0.4 - 0.2, r["success_rate"], 0.4, color=f"C{i}", label=name,
-                 yerr=[[r["success_rate"] - low], [high - r["success_rate"]]], capsize=4)
-        left.bar(1 + i * 0.4 - 0.2, r["invalid_action_rate"] or 0.0, 0.4, color=f"C{i}")
-        right.plot([int(s) for s in sizes], [r["by_size"].get(s, {}).get("rate") for s in sizes], marker="o",
-                   color=f"C{i}", label=name)
-    left.set_xticks([0, 1], ["success rate (95% CI)", "invalid-move rate"])
-    left.set_ylim(0, 1)
-    left.set_title("test split")
-    left.legend()
-    right.set_xticks([int(s) for s in sizes])
-    right.set_xlabel("map size")
-    right.set_ylim(0, 1)
-    right.set_title("success rate by map size")
-    right.legend()
-    fig.suptitle(f"map by map: after better on {better}, worse on {worse}, the same on {same} "
-                 f"(sign test p = {p_value:.2g})")
-    fig.tight_layout()
-    with atomic_paths(out / "before_after.png", out / "before_after.md") as (png, md):
-        save_png(fig, png)
-        md.write_text(text)
-    return text
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -49,6 +49,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # run as a script from anywhere
 
 from rftkit.cli import HelpFormatter  # noqa: E402
+from runkit.examples import CONFIGS  # noqa: E402  (config file name -> its example and task selector)
 
 STEPS = 2
 TASKS, GROUP = 4, 4  # tasks per step and rollouts per task: 16 rollouts a step
@@ -77,26 +78,9 @@ SMOKE_SETTINGS = {
 }
 
 
-@dataclass
-class Example:
-    main: str  # the entry point, relative to the repo
-    tags: tuple[str, ...]  # tensorboard tags that must be written (a prefix if it ends in "/")
-    train_dir: str  # below the work folder, where make_data writes train.parquet
-    data_flags: tuple[str, ...]  # --data-dir or --train-dir/--eval-dir, filled in from the work folder
-
-
-FROZENLAKE = Example("frozenlake/main.py", ("rollout/success/mean",), "data/frozenlake",
-                     ("--data-dir", "{work}/data/frozenlake"))
-MATH = Example("math_bots/main.py",
-               ("rollout/accuracy/mean", "eval/aime24/accuracy/mean@1", "eval/aime24/format/mean@1"),
-               "data/math/guru_math",
-               ("--train-dir", "{work}/data/math/guru_math", "--eval-dir", "{work}/data/math/aime24"))
-CONFIGS = {
-    "frozenlake.yaml": FROZENLAKE,
-    "frozenlake_difficulty.yaml": FROZENLAKE,
-    "config_random.yaml": MATH,
-    "config_difficulty.yaml": MATH,
-}
+# Below the work folder, the splits make_data writes for each example, by role
+SAMPLE_DATA = {"frozenlake": {"train": "data/frozenlake", "eval": "data/frozenlake"},
+               "math": {"train": "data/math/guru_math", "eval": "data/math/aime24"}}
 EXPERIENCE_COUNT = "experience_pipeline/experience_count"
 FAULT_PLUGINS = REPO / "gpu" / "faults"
 FAULTS = {
@@ -162,12 +146,13 @@ def run(command: list[str]) -> None:
 
 def command_for(config: str, work: Path, model: Path, checkpoints: Path, fault: str | None = None,
                 attn: str | None = None) -> list[str]:
-    example = CONFIGS[config]
-    flags = [flag.format(work=work) for flag in example.data_flags]
+    example, selector = CONFIGS[config]
+    data = {example.data_flags[role]: str(work / folder) for role, folder in SAMPLE_DATA[example.name].items()}
     settings = [f"--set={key}={json.dumps(value)}"
                 for key, value in {**SMOKE_SETTINGS, **FAULTS.get(fault, {})}.items()]
-    return [sys.executable, example.main, "--config", f"configs/{config}", "--model-path", str(model),
-            "--checkpoint-dir", str(checkpoints), *(["--attn", attn] if attn else []), *flags, *settings]
+    return [sys.executable, example.main, "--config", example.configs[selector], "--model-path", str(model),
+            "--checkpoint-dir", str(checkpoints), *(["--attn", attn] if attn else []),
+            *(arg for flag_and_folder in data.items() for arg in flag_and_folder), *settings]
 
 
 def train(config: str, command: list[str], log: Path, timeout: float, env: dict | None = None
@@ -274,7 +259,7 @@ def check_run(result: RunResult, checkpoints: Path, launched_at: float, tasks: i
         checks.append(Check("tensorboard logs", False, str(exc)))
         return
     result.tags = sorted({*explorer, *trainer})
-    for wanted in CONFIGS[result.config].tags:
+    for wanted in CONFIGS[result.config][0].tags:
         checks.append(Check(f"scalar {wanted}", has_tag(result.tags, wanted), ""))
     # The Trainer may reach its last step from the first explore step's experiences (it reads
     # TASKS x GROUP experiences a step, a multi-step rollout makes several each); Trinity then stops
@@ -410,8 +395,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.fault:
             check_fault(result, args.fault, checkpoints, log, launched_at + seconds)
         else:
-            train_file = work / CONFIGS[config].train_dir / "train.parquet"
-            tasks = pq.read_metadata(train_file).num_rows if "difficulty" in config else None
+            example, selector = CONFIGS[config]
+            train_file = work / SAMPLE_DATA[example.name]["train"] / "train.parquet"
+            tasks = pq.read_metadata(train_file).num_rows if selector == "difficulty" else None
             check_run(result, checkpoints, launched_at, tasks, probes, model)
         results.append(result)
         for check in result.checks:

@@ -49,10 +49,12 @@ sys.path.insert(0, str(REPO))
 
 from gpu import smoke  # noqa: E402  (the launch runner, the data and the run folder are the smoke's)
 from rftkit.cli import HelpFormatter  # noqa: E402
+from runkit.examples import EXAMPLES  # noqa: E402
 
-EXAMPLES = {
-    "frozenlake": dict(config="frozenlake.yaml", architecture="Qwen2.5-3B", response_tokens=256, estimate=700),
-    "math": dict(config="config_difficulty.yaml", architecture="Qwen3-0.6B", response_tokens=4096, estimate=200),
+# Each example at its default config's scale (FrozenLake's frozenlake.yaml, math's config_difficulty.yaml)
+SCALE = {
+    "frozenlake": dict(architecture="Qwen2.5-3B", response_tokens=256, estimate=700),
+    "math": dict(architecture="Qwen3-0.6B", response_tokens=4096, estimate=200),
 }
 # Scalars Trinity writes each step (seen in the GPU smoke's tensorboard logs).
 STEP_TIMES = {
@@ -96,11 +98,10 @@ def command(example: str, model: Path, work: Path, checkpoints: Path, steps: int
             extra: tuple[str, ...] = ()) -> list[str]:
     """The shipped config at its own batch, group, context and lr; only steps, reply length and evals
     changed, then any `extra` KEY=VALUE settings (stated in the results)."""
-    spec = EXAMPLES[example]
     settings = {"buffer.total_steps": steps, "model.max_response_tokens": response_tokens,
                 "explorer.eval_on_startup": False, "explorer.eval_interval": 10 ** 6,
                 "trainer.save_interval": 10 ** 6}
-    base = smoke.command_for(spec["config"], work, model, checkpoints)
+    base = smoke.command_for(EXAMPLES[example].config_path().name, work, model, checkpoints)
     base = [arg for arg in base if not arg.startswith("--set=")]  # drop the smoke's shrink
     return base + [f"--set={key}={json.dumps(value)}" for key, value in settings.items()] + \
         [f"--set={setting}" for setting in extra]
@@ -177,7 +178,7 @@ def train_batch(example: str, settings: list[str]) -> int:
     group), from the shipped config with the run's --set settings (the launcher changes neither)."""
     from rftkit.launch import load_yaml, parse_override, set_key
 
-    config = load_yaml(REPO / "configs" / EXAMPLES[example]["config"])
+    config = load_yaml(EXAMPLES[example].config_path())
     for setting in settings:
         set_key(config, *parse_override(setting))
     buffer = config["buffer"]
@@ -200,7 +201,7 @@ def report(example: str, run_dir: Path, launched_at: str, settings: list[str], e
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
-    parser.add_argument("example", choices=list(EXAMPLES))
+    parser.add_argument("example", choices=list(SCALE))
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--steps", type=int, default=4, help="training steps to time (default: %(default)s)")
     parser.add_argument("--response-tokens", type=int, help="reply length (default: per example, see above)")
@@ -213,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="summarise a fetched run folder (<checkpoints>/<project>/<name>) and run nothing")
     parser.add_argument("--launched-at", help="with --report-only: the launch's start, UTC, e.g. '2026-12-01 06:07:34'")
     args = parser.parse_args(argv)
-    spec = EXAMPLES[args.example]
+    spec = SCALE[args.example]
     response_tokens = args.response_tokens or spec["response_tokens"]
     estimate_steps = args.estimate_steps or spec["estimate"]
     out = args.out.resolve()

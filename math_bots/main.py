@@ -9,33 +9,28 @@ Data: run scripts/prepare_math_data.py first; the config names its outputs.
 
 import argparse
 import sys
-from pathlib import Path
 
-from math_bots.data import TASK_COLUMNS
-from math_bots.judge import gsm8k_judge
-from math_bots.workflow import run_react_agent
+from math_bots.example import MATH
 from rftkit.cli import HelpFormatter
 from rftkit.inputs import check_task_splits, reports_input_errors
 from rftkit.launch import add_arguments, launch
 
-REPO = Path(__file__).resolve().parent.parent
-
 
 def prepare(config: dict, dry_run: bool) -> None:
     """Refuse to launch without the splits the config names (a dry run: only those that exist), or with bad ones."""
-    check_task_splits(config, TASK_COLUMNS, "run scripts/prepare_math_data.py first", missing_ok=dry_run)
+    check_task_splits(config, MATH.task_columns, MATH.data_remedy, missing_ok=dry_run)
 
 
 @reports_input_errors
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
-    add_arguments(parser, default_config=str(REPO / "configs" / "config_difficulty.yaml"))
+    add_arguments(parser, default_config=str(MATH.config_path()))
     parser.add_argument("--train-dir", help="folder with the training split's train.parquet (default: the config's)")
     parser.add_argument("--eval-dir", help="folder with AIME-24's test.parquet (default: the config's)")
     args = parser.parse_args(argv)
     overrides = {"buffer.explorer_input.taskset.path": args.train_dir,
                  "buffer.explorer_input.eval_tasksets.0.path": args.eval_dir}
-    return launch(args, run_react_agent, gsm8k_judge, overrides=overrides, prepare=prepare)
+    return launch(args, MATH.workflow, MATH.judge, overrides=overrides, prepare=prepare)
 
 
 if __name__ == "__main__":

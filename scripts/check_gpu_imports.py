@@ -10,8 +10,8 @@ import trinity  # noqa: F401
 import verl  # noqa: F401
 import vllm  # noqa: F401
 
-import frozenlake.main  # noqa: F401  (the project, through the same imports)
-import math_bots.main  # noqa: F401
+import rftkit.launch  # noqa: F401  (the project: the launcher, and every example through its registry)
+import runkit.examples  # noqa: F401
 
 for dist in ["vllm", "ray", "trinity-rft", "verl", "agentscope", "transformers", "torch", "numpy", "pyarrow"]:
     print(f"  {dist:14s} {md.version(dist)}")

@@ -20,87 +20,18 @@ import contextlib
 import json
 import os
 import sys
-from collections import Counter, defaultdict
 from pathlib import Path
 
 from agentscope.model import OpenAIChatModel
 
-from frozenlake.agent import FrozenLakeAgent
-from frozenlake.data import TASK_COLUMNS as FROZENLAKE_COLUMNS
-from frozenlake.policies import OracleModel, RandomModel
-from frozenlake.workflow import end_reason, run_frozen_lake
-from math_bots.data import TASK_COLUMNS as MATH_COLUMNS
 from rftkit.cli import HelpFormatter
-from rftkit.evaluation import run_episodes, wilson_interval
+from rftkit.evaluation import run_episodes
+from rftkit.example import Example
 from rftkit.files import atomic_paths, check_writable
 from rftkit.inputs import open_split, reports_input_errors
+from runkit.examples import EXAMPLES
 
-DEFAULT_DATA = {"frozenlake": "data/frozenlake", "math": "data/math_bots/aime24"}
-TASK_COLUMNS = {"frozenlake": FROZENLAKE_COLUMNS, "math": MATH_COLUMNS}
-
-
-# ---------------------------------------------------------------- the two tasks
-
-async def play_frozenlake(task, model):
-    out = await run_frozen_lake(task, model, {})
-    for turn in model.turns:  # what the agent made of each reply; None marks a malformed action
-        turn["action"] = FrozenLakeAgent.get_action(turn["reply"])
-    text = out.response.get_text_content()
-    return {"reward": out.reward, "metrics": out.metrics, "reason": end_reason(text), "response": text}
-
-
-async def play_math(task, model):
-    from math_bots.judge import gsm8k_judge
-    from math_bots.workflow import run_react_agent
-
-    out = await run_react_agent(task, model, {})
-    judged = await gsm8k_judge(task, out.response, {})
-    return {"reward": judged.reward, "metrics": {**(out.metrics or {}), **judged.metrics},
-            "response": out.response.get_text_content()}
-
-
-def rate(successes: float, trials: int) -> dict:
-    low, high = wilson_interval(successes, trials)
-    return {"rate": successes / trials if trials else 0.0, "ci95": [low, high], "n": trials}
-
-
-def summarize_frozenlake(episodes: list[dict]) -> dict:
-    played = [e for e in episodes if e["error"] is None]
-    steps = sum(e["metrics"]["env_steps"] for e in played)
-    invalid = sum(e["metrics"]["invalid_actions"] for e in played)
-    successes = sum(e["reward"] == 1.0 for e in episodes)
-    by_size = defaultdict(list)
-    for e in episodes:
-        by_size[int(e["task"]["size"])].append(e["reward"] == 1.0)
-    low, high = wilson_interval(successes, len(episodes))
-    return {
-        "episodes": len(episodes),
-        "success_rate": successes / len(episodes),
-        "success_rate_ci95": [low, high],
-        "mean_steps": steps / len(played) if played else None,
-        "invalid_action_rate": invalid / steps if steps else None,
-        "termination": dict(Counter(e["reason"] if e["error"] is None else "error" for e in episodes)),
-        "errors": len(episodes) - len(played),
-        "by_size": {size: rate(sum(wins), len(wins)) for size, wins in sorted(by_size.items())},
-    }
-
-
-def summarize_math(episodes: list[dict]) -> dict:
-    played = [e for e in episodes if e["error"] is None]
-    correct = sum(e["reward"] == 1.0 for e in episodes)
-    boxed = sum(e["metrics"]["format"] for e in played)
-    low, high = wilson_interval(correct, len(episodes))
-    return {
-        "episodes": len(episodes),
-        "accuracy": correct / len(episodes),
-        "accuracy_ci95": [low, high],
-        "format_rate": boxed / len(episodes),
-        "tool_calls_mean": sum(e["metrics"]["tool_calls"] for e in played) / len(played) if played else 0.0,
-        "errors": len(episodes) - len(played),
-    }
-
-
-TASKS = {"frozenlake": (play_frozenlake, summarize_frozenlake), "math": (play_math, summarize_math)}
+BASELINES = {name: example for example in EXAMPLES.values() for name in example.baselines}  # --model -> its task
 
 
 # ---------------------------------------------------------------- models
@@ -136,10 +67,9 @@ def model_factory(args):
             model_name=name, api_key=api_key, stream=False, client_kwargs={"base_url": base_url},
             generate_kwargs={"temperature": args.temperature, "max_tokens": args.max_tokens})
 
-    if args.model == "oracle":
-        yield lambda episode_number: OracleModel()
-    elif args.model == "random":
-        yield lambda episode_number: RandomModel(seed=args.seed + episode_number)
+    baselines = EXAMPLES[args.task].baselines
+    if args.model in baselines:
+        yield lambda episode_number: baselines[args.model](args.seed + episode_number)
     elif args.model == "openai":
         yield openai_model(args.base_url, args.model_name, os.environ.get(args.api_key_env, "EMPTY"))
     else:
@@ -152,67 +82,29 @@ def model_factory(args):
 
 # ---------------------------------------------------------------- reports
 
-def draw_chart(task: str, report: dict, title: str, path: Path) -> None:
-    from rftkit.plots import plt, save_png
+def draw_chart(example: Example, report: dict, title: str, path: Path) -> None:
+    from rftkit.plots import save_png
 
-    def bars(ax, labels, rates, intervals, ylabel):
-        errors = [[r - lo for r, (lo, _) in zip(rates, intervals)], [hi - r for r, (_, hi) in zip(rates, intervals)]]
-        ax.bar(labels, rates, yerr=errors, capsize=4, color="tab:blue")
-        ax.set_ylim(0, 1.05)
-        ax.set_ylabel(ylabel)
-
-    if task == "frozenlake":
-        fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
-        sizes = report["by_size"]
-        bars(left, [f"{s}x{s}" for s in sizes], [v["rate"] for v in sizes.values()],
-             [v["ci95"] for v in sizes.values()], "success rate (95% CI)")
-        left.set_title(f"success by map size (overall {report['success_rate']:.2f})")
-        reasons = report["termination"]
-        right.bar(list(reasons), list(reasons.values()), color="tab:gray")
-        right.set_title("how episodes ended")
-        right.set_ylabel("episodes")
-    else:
-        fig, ax = plt.subplots(figsize=(5, 4))
-        n = report["episodes"]
-        bars(ax, ["accuracy", "format"], [report["accuracy"], report["format_rate"]],
-             [report["accuracy_ci95"], wilson_interval(report["format_rate"] * n, n)], "rate (95% CI)")
+    fig = example.chart(report)
     fig.suptitle(title)
     fig.tight_layout()
     save_png(fig, path)
 
 
-def _fmt(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.3f}"
-
-
-def markdown(task: str, report: dict, header: dict) -> str:
+def markdown(example: Example, report: dict, header: dict) -> str:
     lines = [f"# Evaluation: {header['task']} / {header['split']} / {header['model']}", "",
              f"{report['episodes']} episodes ({header['tasks']} tasks x {header['repeats']}), "
-             f"{report['errors']} with a model error or timeout.", "", "| metric | value |", "|---|---|"]
-    if task == "frozenlake":
-        low, high = report["success_rate_ci95"]
-        lines += [f"| success rate | {report['success_rate']:.3f} (95% CI {low:.3f}-{high:.3f}) |",
-                  f"| mean steps | {_fmt(report['mean_steps'])} |",
-                  f"| invalid-action rate | {_fmt(report['invalid_action_rate'])} |", "",
-                  "| map size | episodes | success rate | 95% CI |", "|---|---|---|---|"]
-        lines += [f"| {s}x{s} | {v['n']} | {v['rate']:.3f} | {v['ci95'][0]:.3f}-{v['ci95'][1]:.3f} |"
-                  for s, v in report["by_size"].items()]
-        lines += ["", "| episode ended by | episodes |", "|---|---|"]
-        lines += [f"| {reason} | {count} |" for reason, count in report["termination"].items()]
-    else:
-        low, high = report["accuracy_ci95"]
-        lines += [f"| accuracy | {report['accuracy']:.3f} (95% CI {low:.3f}-{high:.3f}) |",
-                  f"| format rate (has \\boxed{{}}) | {report['format_rate']:.3f} |",
-                  f"| code executions per episode | {report['tool_calls_mean']:.2f} |"]
+             f"{report['errors']} with a model error or timeout.", "", "| metric | value |", "|---|---|",
+             *example.report_rows(report)]
     return "\n".join(lines) + "\n"
 
 
-def write_outputs(out: Path, task: str, report: dict, header: dict, episodes: list[dict]) -> None:
+def write_outputs(out: Path, example: Example, report: dict, header: dict, episodes: list[dict]) -> None:
     names = ["report.json", "report.md", "chart.png", "episodes.jsonl"]
     with atomic_paths(*(out / name for name in names)) as (json_tmp, md_tmp, png_tmp, jsonl_tmp):
         json_tmp.write_text(json.dumps({**header, **report}, indent=2, default=str) + "\n")
-        md_tmp.write_text(markdown(task, report, header))
-        draw_chart(task, report, f"{header['task']} / {header['split']} / {header['model']}", png_tmp)
+        md_tmp.write_text(markdown(example, report, header))
+        draw_chart(example, report, f"{header['task']} / {header['split']} / {header['model']}", png_tmp)
         with jsonl_tmp.open("w") as f:
             for episode in episodes:
                 f.write(json.dumps(episode, default=str) + "\n")
@@ -222,11 +114,11 @@ def write_outputs(out: Path, task: str, report: dict, header: dict, episodes: li
 
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
-    parser.add_argument("--task", choices=sorted(TASKS), required=True)
-    parser.add_argument("--data", help="folder with <split>.parquet (default: frozenlake "
-                                       f"{DEFAULT_DATA['frozenlake']}, math {DEFAULT_DATA['math']})")
+    parser.add_argument("--task", choices=sorted(EXAMPLES), required=True)
+    parser.add_argument("--data", help="folder with <split>.parquet (default: " +
+                                       ", ".join(f"{e.name} {e.data['eval']}" for e in EXAMPLES.values()) + ")")
     parser.add_argument("--split", default="test", help="split to play: <data>/<split>.parquet")
-    parser.add_argument("--model", choices=["oracle", "random", "openai", "local"], required=True)
+    parser.add_argument("--model", choices=[*BASELINES, "openai", "local"], required=True)
     parser.add_argument("--out", type=Path, required=True, help="output folder")
     parser.add_argument("--repeats", type=int, default=1, help="episodes per task")
     parser.add_argument("--limit", type=int, help="only the first N tasks")
@@ -249,11 +141,12 @@ def parse_args(argv):
             parser.error(f"--{flag.replace('_', '-')} must be at least 1, got {getattr(args, flag)}")
     if args.limit is not None and args.limit < 1:
         parser.error(f"--limit must be at least 1, got {args.limit}")
-    if args.model in ("oracle", "random") and args.task != "frozenlake":
-        parser.error(f"--model {args.model} is a FrozenLake policy; use openai or local for --task math")
+    owner = BASELINES.get(args.model)
+    if owner and owner.name != args.task:
+        parser.error(f"--model {args.model} is a {owner.title} policy; use openai or local for --task {args.task}")
     if args.model == "openai" and not (args.base_url and args.model_name):
         parser.error("--model openai needs --base-url and --model-name")
-    args.data = Path(args.data or DEFAULT_DATA[args.task])
+    args.data = Path(args.data or EXAMPLES[args.task].data["eval"])
     return parser, args
 
 
@@ -262,20 +155,20 @@ def main(argv: list[str] | None = None) -> int:
     parser, args = parse_args(argv)
     check_writable(args.out, "--out")  # before the episodes, which may take hours
     split_file = args.data / f"{args.split}.parquet"
-    tasks = open_split(split_file, TASK_COLUMNS[args.task], "--data").read().to_pylist()[: args.limit]
-    play, summarize = TASKS[args.task]
+    example = EXAMPLES[args.task]
+    tasks = open_split(split_file, example.task_columns, "--data").read().to_pylist()[: args.limit]
     model_label = args.model_name if args.model == "openai" else args.model
     try:
         with model_factory(args) as make_model:
-            episodes = asyncio.run(run_episodes(tasks, play, make_model, args.repeats, args.concurrency,
+            episodes = asyncio.run(run_episodes(tasks, example.play, make_model, args.repeats, args.concurrency,
                                                 args.timeout))
     except FileNotFoundError as exc:
         parser.error(str(exc))
-    report = summarize(episodes)
+    report = example.summarize(episodes)
     header = {"task": args.task, "split": str(split_file), "model": model_label, "tasks": len(tasks),
               "repeats": args.repeats, "temperature": args.temperature, "max_tokens": args.max_tokens}
-    write_outputs(args.out, args.task, report, header, episodes)
-    print(markdown(args.task, report, header))
+    write_outputs(args.out, example, report, header, episodes)
+    print(markdown(example, report, header))
     print(f"wrote report.json, report.md, chart.png, episodes.jsonl to {args.out}")
     return 0
 

@@ -1,11 +1,9 @@
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # the test helpers beside this file
 
 
 @pytest.fixture(scope="session")

@@ -38,9 +38,11 @@ def test_dry_run_on_one_gpu_validates_a_colocated_run(tmp_path, monkeypatch, cap
     assert "on the same GPU (colocate; engine memory 0.2)" in out
     assert "sync            memory" in out  # Trinity's choice: no NCCL between processes on one GPU
 
+    from frozenlake.workflow import run_frozen_lake
+
     raw = launch.load_yaml(REPO / "configs" / "frozenlake.yaml")
     config = launch.resolve_config(raw, {"checkpoint_root_dir": str(tmp_path)}, launch.plan_cluster(1, 1, 1, None))
-    validated = launch.validate(config, frozenlake_main.run_frozen_lake)
+    validated = launch.validate(config, run_frozen_lake)
     rollout = validated.explorer.rollout_model
     assert validated.mode == "colocate" and validated.synchronizer.sync_method.value == "memory"
     assert rollout.gpu_memory_utilization == colocate.ENGINE_MEMORY_SHARE  # the config's 0.9 default, capped

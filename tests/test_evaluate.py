@@ -7,6 +7,7 @@ import json
 import pytest
 
 from frozenlake.agent import FrozenLakeAgent
+from frozenlake.policies import OracleModel
 from rftkit.evaluation import message_text, run_episodes, wilson_interval
 
 from conftest import REPO
@@ -81,7 +82,7 @@ def test_failures_are_recorded_per_episode_and_the_run_goes_on():
         return {"reward": 1.0}
 
     records = asyncio.run(run_episodes([{"n": 0}, {"n": 1}, {"n": 2}, {"n": 3}], play,
-                                       make_model=lambda n: evaluate.OracleModel(), timeout=0.5))
+                                       make_model=lambda n: OracleModel(), timeout=0.5))
     assert [r["reward"] for r in records] == [1.0, 0.0, 0.0, 1.0]
     assert records[1]["error"] == "ConnectionError: endpoint down"
     assert records[2]["error"] == "timeout after 0.5 s"

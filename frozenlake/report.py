@@ -1,0 +1,151 @@
+"""FrozenLake's evaluation report: one episode played for scripts/evaluate.py, the episodes summed up
+(success rate with its interval, steps, invalid actions, how episodes ended, success by map size),
+report.md's rows and chart.png's panels; and two evaluations of the same maps compared, map by map
+(before and after training)."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from pathlib import Path
+
+from frozenlake.agent import FrozenLakeAgent
+from frozenlake.workflow import end_reason, run_frozen_lake
+from rftkit.evaluation import sign_test, task_by_task, wilson_interval
+from rftkit.files import atomic_paths
+
+
+async def play(task, model):
+    out = await run_frozen_lake(task, model, {})
+    for turn in model.turns:  # what the agent made of each reply; None marks a malformed action
+        turn["action"] = FrozenLakeAgent.get_action(turn["reply"])
+    text = out.response.get_text_content()
+    return {"reward": out.reward, "metrics": out.metrics, "reason": end_reason(text), "response": text}
+
+
+def rate(successes: float, trials: int) -> dict:
+    low, high = wilson_interval(successes, trials)
+    return {"rate": successes / trials if trials else 0.0, "ci95": [low, high], "n": trials}
+
+
+def summarize(episodes: list[dict]) -> dict:
+    played = [e for e in episodes if e["error"] is None]
+    steps = sum(e["metrics"]["env_steps"] for e in played)
+    invalid = sum(e["metrics"]["invalid_actions"] for e in played)
+    successes = sum(e["reward"] == 1.0 for e in episodes)
+    by_size = defaultdict(list)
+    for e in episodes:
+        by_size[int(e["task"]["size"])].append(e["reward"] == 1.0)
+    low, high = wilson_interval(successes, len(episodes))
+    return {
+        "episodes": len(episodes),
+        "success_rate": successes / len(episodes),
+        "success_rate_ci95": [low, high],
+        "mean_steps": steps / len(played) if played else None,
+        "invalid_action_rate": invalid / steps if steps else None,
+        "termination": dict(Counter(e["reason"] if e["error"] is None else "error" for e in episodes)),
+        "errors": len(episodes) - len(played),
+        "by_size": {size: rate(sum(wins), len(wins)) for size, wins in sorted(by_size.items())},
+    }
+
+
+def _fmt(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
+
+
+def report_rows(report: dict) -> list[str]:
+    """report.md below the metric table's head: the figures, then success by map size and how episodes ended."""
+    low, high = report["success_rate_ci95"]
+    lines = [f"| success rate | {report['success_rate']:.3f} (95% CI {low:.3f}-{high:.3f}) |",
+             f"| mean steps | {_fmt(report['mean_steps'])} |",
+             f"| invalid-action rate | {_fmt(report['invalid_action_rate'])} |", "",
+             "| map size | episodes | success rate | 95% CI |", "|---|---|---|---|"]
+    lines += [f"| {s}x{s} | {v['n']} | {v['rate']:.3f} | {v['ci95'][0]:.3f}-{v['ci95'][1]:.3f} |"
+              for s, v in report["by_size"].items()]
+    lines += ["", "| episode ended by | episodes |", "|---|---|"]
+    lines += [f"| {reason} | {count} |" for reason, count in report["termination"].items()]
+    return lines
+
+
+def chart(report: dict):
+    """chart.png's figure: success by map size, and how episodes ended."""
+    from rftkit.plots import plt, rate_bars
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    sizes = report["by_size"]
+    rate_bars(left, [f"{s}x{s}" for s in sizes], [v["rate"] for v in sizes.values()],
+              [v["ci95"] for v in sizes.values()], "success rate (95% CI)")
+    left.set_title(f"success by map size (overall {report['success_rate']:.2f})")
+    reasons = report["termination"]
+    right.bar(list(reasons), list(reasons.values()), color="tab:gray")
+    right.set_title("how episodes ended")
+    right.set_ylabel("episodes")
+    return fig
+
+
+def map_by_map(before: list[dict], after: list[dict]) -> tuple[int, int, int]:
+    """Maps where the second evaluation reached the goal more often, less often, as often, from episodes.jsonl rows."""
+    def goals(episodes: list[dict]) -> dict[str, float]:
+        per_map: dict[str, float] = {}
+        for episode in episodes:
+            uid = episode["task"]["uid"]
+            per_map[uid] = per_map.get(uid, 0.0) + episode["metrics"]["success"]
+        return per_map
+
+    try:
+        return task_by_task(goals(before), goals(after))
+    except ValueError:
+        raise SystemExit("error: the two evaluations did not play the same maps; no map-by-map comparison") from None
+
+
+def compare(before_dir: Path, after_dir: Path, out: Path) -> str:
+    """before_after.md (returned) and before_after.png from two evaluate.py output folders."""
+    from rftkit.plots import plt, save_png
+
+    before, after = (json.loads((d / "report.json").read_text()) for d in (before_dir, after_dir))
+    episodes = [[json.loads(line) for line in (d / "episodes.jsonl").read_text().splitlines()]
+                for d in (before_dir, after_dir)]
+    better, worse, same = map_by_map(*episodes)
+    p_value = sign_test(better, worse)
+
+    def row(name: str, r: dict) -> str:
+        low, high = r["success_rate_ci95"]
+        invalid = r["invalid_action_rate"]
+        return (f"| {name} | {r['success_rate']:.3f} ({low:.3f}-{high:.3f}) | "
+                f"{'-' if invalid is None else f'{invalid:.3f}'} | {r['mean_steps'] or 0:.2f} | {r['episodes']} |")
+
+    sizes = sorted({*before["by_size"], *after["by_size"]}, key=int)
+    table = ["| model | success rate (95% CI) | invalid-action rate | mean steps | episodes |",
+             "|---|---|---|---|---|", row("before", before), row("after", after), "",
+             "| map size | " + " | ".join(str(s) for s in sizes) + " |", "|---|" + "---|" * len(sizes)]
+    for name, r in (("before", before), ("after", after)):
+        cells = [f"{r['by_size'][s]['rate']:.2f}" if s in r["by_size"] else "-" for s in sizes]
+        table.append(f"| {name} | " + " | ".join(cells) + " |")
+    table += ["", f"Map by map (same maps, same seeds): after reached the goal more often on {better} maps, "
+                  f"less often on {worse}, as often on {same}; two-sided sign test p = {p_value:.2g}."]
+    text = "\n".join(table) + "\n"
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4.4))
+    for i, (name, r) in enumerate((("before", before), ("after", after))):  # before C0, after C1 in both panels
+        low, high = r["success_rate_ci95"]
+        left.bar(i * 0.4 - 0.2, r["success_rate"], 0.4, color=f"C{i}", label=name,
+                 yerr=[[r["success_rate"] - low], [high - r["success_rate"]]], capsize=4)
+        left.bar(1 + i * 0.4 - 0.2, r["invalid_action_rate"] or 0.0, 0.4, color=f"C{i}")
+        right.plot([int(s) for s in sizes], [r["by_size"].get(s, {}).get("rate") for s in sizes], marker="o",
+                   color=f"C{i}", label=name)
+    left.set_xticks([0, 1], ["success rate (95% CI)", "invalid-move rate"])
+    left.set_ylim(0, 1)
+    left.set_title("test split")
+    left.legend()
+    right.set_xticks([int(s) for s in sizes])
+    right.set_xlabel("map size")
+    right.set_ylim(0, 1)
+    right.set_title("success rate by map size")
+    right.legend()
+    fig.suptitle(f"map by map: after better on {better}, worse on {worse}, the same on {same} "
+                 f"(sign test p = {p_value:.2g})")
+    fig.tight_layout()
+    with atomic_paths(out / "before_after.png", out / "before_after.md") as (png, md):
+        save_png(fig, png)
+        md.write_text(text)
+    return text

@@ -1,0 +1,19 @@
+"""The math example as its main.py, scripts/evaluate.py and the GPU scripts see it."""
+
+from math_bots import data, report
+from math_bots.judge import gsm8k_judge
+from math_bots.workflow import run_react_agent
+from rftkit.example import Example
+
+MATH = Example(
+    name="math", title="math", main="math_bots/main.py",
+    workflow=run_react_agent, judge=gsm8k_judge,
+    task_columns=data.TASK_COLUMNS,
+    data={"train": data.DEFAULT_TRAIN_DIR, "eval": data.DEFAULT_AIME_DIR},
+    data_flags={"train": "--train-dir", "eval": "--eval-dir"},
+    data_remedy="run scripts/prepare_math_data.py first",
+    configs={"random": "configs/config_random.yaml", "difficulty": "configs/config_difficulty.yaml"},
+    default_selector="difficulty",
+    tags=("rollout/accuracy/mean", "eval/aime24/accuracy/mean@1", "eval/aime24/format/mean@1"),
+    play=report.play, summarize=report.summarize, report_rows=report.report_rows, chart=report.chart,
+)

@@ -1,0 +1,168 @@
+"""The house plan, checked: imports run down the layers, nothing imports in a circle, no code outside
+tests/ changes sys.path, every imported folder is a package, every folder says what it holds, and no
+folder holds more than about a fifth of the code.
+
+Each ALLOWED_TODAY lists the violations still to be fixed. A new one fails, and so does one that was
+fixed but is still listed: delete it, so that the lists only shrink.
+"""
+
+import ast
+from pathlib import Path
+
+from conftest import REPO
+
+# An import goes to a lower layer or stays in its own folder: the examples never import each other,
+# nor do the entry-point folders.
+LAYERS = {
+    "rftkit": 0,  # launching a run, and the inputs and files every entry point shares
+    "frozenlake": 1, "math_bots": 1,  # the examples
+    "runkit": 2,  # what drives the examples from outside: their registry
+    "scripts": 3, "gpu": 3, "benchmarks": 3,  # entry points
+    "tests": 4,
+}
+FILES = sorted(p for folder in LAYERS for p in (REPO / folder).rglob("*.py"))
+TREES = {path: ast.parse(path.read_text(), str(path)) for path in FILES}
+
+
+def module_names(path: Path) -> list[str]:
+    """The names `path` is imported by: its dotted name, and a bare one for tests/' own files (on sys.path)."""
+    parts = path.relative_to(REPO).with_suffix("").parts
+    parts = parts[:-1] if parts[-1] == "__init__" else parts
+    return [".".join(parts), *([parts[-1]] if parts[0] == "tests" and len(parts) == 2 else [])]
+
+
+MODULES = {name: path for path in FILES for name in module_names(path)}
+
+
+def imports(tree: ast.AST) -> set[Path]:
+    """The project's files that `tree` imports, at its top or inside a function."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names = [f"{node.module}.{alias.name}" for alias in node.names]  # a module, or a name in one
+        else:
+            continue
+        for name in names:
+            while name and name not in MODULES:
+                name = name.rpartition(".")[0]
+            if name:
+                found.add(MODULES[name])
+    return found
+
+
+GRAPH = {path: imports(tree) - {path} for path, tree in TREES.items()}
+
+
+def relative(path: Path) -> str:
+    return str(path.relative_to(REPO))
+
+
+def top(path: Path) -> str:
+    return path.relative_to(REPO).parts[0]
+
+
+def folder(path: Path) -> str:
+    return str(path.parent.relative_to(REPO))
+
+
+def on_a_cycle(graph: dict) -> set:
+    """The nodes that can reach themselves."""
+    def reachable(start):
+        seen, todo = set(), list(graph[start])
+        while todo:
+            node = todo.pop()
+            if node not in seen:
+                seen.add(node)
+                todo.extend(graph.get(node, ()))
+        return seen
+    return {node for node in graph if node in reachable(node)}
+
+
+def same_as_allowed(found: set, allowed: set) -> None:
+    assert not found - allowed, f"new violations: {sorted(found - allowed)}"
+    assert not allowed - found, f"fixed, so delete them from ALLOWED_TODAY: {sorted(allowed - found)}"
+
+
+def test_every_folder_with_python_has_a_layer():
+    assert {top(path) for path in REPO.glob("*/*.py")} <= set(LAYERS)
+
+
+ALLOWED_UPWARD_TODAY = {
+    ("benchmarks/call_overhead.py", "tests/adapter_harness.py"),
+    ("benchmarks/call_overhead.py", "tests/fake_vllm_server.py"),
+    ("benchmarks/engine_check_margin.py", "gpu/engine_check.py"),
+    ("benchmarks/engine_check_margin.py", "gpu/smoke.py"),
+    ("benchmarks/engine_check_margin.py", "gpu/tiny_model.py"),
+}
+
+
+def test_no_import_runs_back_up():
+    found = {(relative(a), relative(b)) for a, targets in GRAPH.items() for b in targets
+             if top(a) != top(b) and LAYERS[top(b)] >= LAYERS[top(a)]}
+    same_as_allowed(found, ALLOWED_UPWARD_TODAY)
+
+
+def test_no_module_cycle():
+    assert sorted(map(relative, on_a_cycle(GRAPH))) == []
+
+
+def test_no_folder_cycle():
+    folders = {}
+    for a, targets in GRAPH.items():
+        folders.setdefault(folder(a), set()).update(folder(b) for b in targets if folder(b) != folder(a))
+    assert on_a_cycle(folders) == set()
+
+
+ALLOWED_SYS_PATH_TODAY = {
+    "benchmarks/call_overhead.py", "benchmarks/engine_check_margin.py", "gpu/bots_comparison.py",
+    "gpu/engine_check.py", "gpu/frozenlake_learning.py", "gpu/math_pass_rates.py", "gpu/smoke.py",
+    "gpu/step_cost.py", "gpu/tiny_model.py", "gpu/trainer_speed.py",
+}
+
+
+def changes_sys_path(tree: ast.AST) -> bool:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and ast.unparse(node.func).startswith("sys.path."):
+            return True
+        targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+        if isinstance(node, (ast.Assign, ast.AugAssign)) and any(ast.unparse(t).startswith("sys.path")
+                                                                  for t in targets):
+            return True
+    return False
+
+
+def test_no_sys_path_change_outside_tests():
+    found = {relative(path) for path, tree in TREES.items() if top(path) != "tests" and changes_sys_path(tree)}
+    same_as_allowed(found, ALLOWED_SYS_PATH_TODAY)
+
+
+def test_every_imported_folder_is_a_package():
+    folders = {b.parent.relative_to(REPO) for targets in GRAPH.values() for b in targets if top(b) != "tests"}
+    folders |= {parent for f in folders for parent in f.parents if parent != Path(".")}
+    assert sorted(str(f) for f in folders if not (REPO / f / "__init__.py").is_file()) == []
+
+
+ALLOWED_SILENT_TODAY = {"benchmarks", "gpu", "gpu/faults", "rftkit/trinity_plugins", "scripts"}
+
+
+def test_every_folder_says_what_it_holds():
+    def says(path: Path) -> bool:
+        init = path / "__init__.py"
+        return (path / "README.md").is_file() or init.is_file() and bool(ast.get_docstring(ast.parse(init.read_text())))
+    found = {folder(path) for path in FILES if not says(path.parent)}
+    same_as_allowed(found, ALLOWED_SILENT_TODAY)
+
+
+FIFTH = 0.21
+ALLOWED_LARGE_TODAY = {"gpu", "rftkit"}
+
+
+def test_no_folder_holds_more_than_a_fifth_of_the_code():
+    lines = {}
+    for path in FILES:
+        if top(path) != "tests":  # the tests are outside the measure
+            lines[folder(path)] = lines.get(folder(path), 0) + len(path.read_text().splitlines())
+    total = sum(lines.values())
+    same_as_allowed({name for name, count in lines.items() if count > FIFTH * total}, ALLOWED_LARGE_TODAY)
