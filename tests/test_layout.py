@@ -117,8 +117,8 @@ def test_no_folder_cycle():
 
 ALLOWED_SYS_PATH_TODAY = {
     "benchmarks/call_overhead.py", "benchmarks/engine_check_margin.py", "gpu/bots_comparison.py",
-    "gpu/engine_check.py", "gpu/frozenlake_learning.py", "gpu/math_pass_rates.py", "gpu/smoke.py",
-    "gpu/step_cost.py", "gpu/tiny_model.py", "gpu/trainer_speed.py",
+    "gpu/engine_check.py", "gpu/frozenlake_learning.py", "gpu/math_pass_rates.py", "gpu/resume_smoke.py",
+    "gpu/smoke.py", "gpu/step_cost.py", "gpu/tiny_model.py", "gpu/trainer_speed.py",
 }
 
 
