@@ -181,7 +181,7 @@ def kill_launch(process: subprocess.Popen) -> None:
 
     Killed, the launch cannot stop that head itself (one that ends does, and leaves alone a
     cluster it found running)."""
-    from rftkit.launch import ray_cli
+    from rftkit.cluster import ray_cli
 
     os.killpg(process.pid, signal.SIGKILL)
     process.wait()

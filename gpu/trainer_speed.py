@@ -70,7 +70,7 @@ sys.path.insert(0, str(REPO))
 from gpu import smoke  # noqa: E402  (the runner of a child process)
 from gpu.frozenlake_learning import free_port  # noqa: E402
 from rftkit.cli import HelpFormatter  # noqa: E402
-from rftkit.launch import REF_DTYPE_KEY  # noqa: E402
+from rftkit.overrides import REF_DTYPE_KEY  # noqa: E402
 
 REF_OFFLOAD_KEY = "trainer.trainer_config.ref.fsdp_config.param_offload"  # rftkit.ref_model reads it
 
@@ -132,25 +132,27 @@ def experiences(example: str, vocab_size: int, seed: int = 0) -> list:
 
 def trinity_config(example: str, model: Path, work: Path, setting: str):
     """Trinity's validated config for the example's shipped YAML, as the launcher builds it on one GPU."""
-    from rftkit import attention, launch
+    from rftkit import attention, cluster
+    from rftkit.overrides import load_yaml, resolve_config
+    from rftkit.trinity_config import validate
 
     spec, chosen = EXAMPLES[example], SETTINGS[setting]
-    raw = launch.load_yaml(REPO / "configs" / spec["config"])
+    raw = load_yaml(REPO / "configs" / spec["config"])
     # The train batch is the benchmark's batch: one optimizer step per trainer step, as in a launch.
     overrides = {"model.model_path": str(model), "checkpoint_root_dir": str(work / "checkpoints"),
                  "buffer.train_batch_size": spec["experiences"],
                  **attention.overrides(chosen["attn"]), **chosen["overrides"]}
     if spec["padded_budget"] and not attention.overrides(chosen["attn"])[attention.PADDING_KEY]:
         overrides["trainer.max_token_len_per_gpu"] = spec["padded_budget"]
-    config = launch.resolve_config(raw, overrides, launch.plan_cluster(1, 1, 1, None), spec["config"])
+    config = resolve_config(raw, overrides, cluster.plan_cluster(1, 1, 1, None), spec["config"])
     if example == "frozenlake":
         from frozenlake.workflow import run_frozen_lake
 
-        return launch.validate(config, run_frozen_lake)
+        return validate(config, run_frozen_lake)
     from math_bots.judge import gsm8k_judge
     from math_bots.workflow import run_react_agent
 
-    return launch.validate(config, run_react_agent, gsm8k_judge)
+    return validate(config, run_react_agent, gsm8k_judge)
 
 
 def setup_worker_process(setting: str) -> None:
@@ -525,7 +527,7 @@ def main(argv: list[str] | None = None) -> int:
         print("error: the trainer benchmark needs a CUDA GPU; this machine has none", file=sys.stderr)
         return 2
     from gpu.tiny_model import build_random_model
-    from rftkit import launch
+    from rftkit.overrides import load_yaml
 
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -552,7 +554,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"{r['trainer tokens/s']:,.0f} tokens/s (reference {r['reference log-probs (s)']:.1f} s, "
                   f"update {r['update (s)']:.1f} s), sync {sync}, peak "
                   f"{r['peak allocated (GiB)']:.0f} GiB") + f" [{time.time() - started:.0f} s]", flush=True)
-        budget = launch.load_yaml(REPO / "configs" / spec["config"])["trainer"]["max_token_len_per_gpu"]
+        budget = load_yaml(REPO / "configs" / spec["config"])["trainer"]["max_token_len_per_gpu"]
         budget = max([budget, *[SETTINGS[s]["overrides"].get("trainer.max_token_len_per_gpu", 0) for s in results]])
         ceiling = child(["ceiling", example, str(budget), "--model", str(model), "--work", str(work),
                          "--steps", str(args.steps)], out / f"{example}-ceiling.log", args.timeout)

@@ -44,13 +44,6 @@ SETTINGS = {
 }
 ATTN_CHOICES = ("auto", *SETTINGS)
 
-MISSING_FLASH_ATTN = """\
-{config}: the trainer is set to load the model with attn_implementation={attn}, which needs the
-flash-attn package, and `import flash_attn` fails here ({reason}).
-Either install a flash-attn build that matches this torch ({torch}) and CUDA, or train without it:
-leave --attn at auto (the packed path without flash-attn), or add `--attn varlen`."""
-
-
 def overrides(choice: str) -> dict:
     """The config keys that select `choice` (a key of SETTINGS)."""
     implementation, padding_removal = SETTINGS[choice]
@@ -99,21 +92,6 @@ def flash_attn_error() -> str | None:
     except Exception as exc:  # noqa: BLE001 - a broken build raises more than ImportError
         return f"{type(exc).__name__}: {exc}"
     return None
-
-
-def check_attention(config: dict, config_name: str) -> None:
-    """Stop before launch if the configured attention needs flash-attn and it is not importable."""
-    attn = configured_attention(config) or TRINITY_DEFAULT_ATTN
-    if attn != "flash_attention_2":
-        return
-    reason = flash_attn_error()
-    if reason is not None:
-        import torch
-
-        from rftkit.inputs import InputError  # a config this machine cannot run: exit 2, before anything starts
-
-        raise InputError(MISSING_FLASH_ATTN.format(config=config_name, attn=attn, reason=reason,
-                                                   torch=torch.__version__))
 
 
 def use_torch_padding(attention_utils) -> None:

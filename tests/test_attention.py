@@ -5,7 +5,8 @@ import sys
 
 import pytest
 
-from rftkit import attention, launch, packed_attention
+from rftkit import attention, cluster, packed_attention
+from rftkit.overrides import REF_DTYPE_KEY, get_key, load_yaml, parse_override, resolve_config, set_key
 
 from conftest import REPO, trinity_config_stub
 
@@ -59,7 +60,7 @@ def test_the_hook_reaches_ray_workers_and_the_actors_they_start():
     """Trinity's Trainer actor starts verl's worker actors: the hook must run in those too."""
     code = """
 import ray
-from rftkit.launch import connect_ray
+from rftkit.cluster import connect_ray
 
 @ray.remote
 class Worker:  # stands for verl's WorkerDict
@@ -89,8 +90,8 @@ def test_launch_stops_before_ray_when_flash_attention_is_chosen_but_missing(tmp_
                                                                              how):
     from frozenlake import main as frozenlake_main
 
-    monkeypatch.setattr(launch, "detect_cluster", lambda: (1, 2))
-    monkeypatch.setattr(launch, "ensure_ray", lambda: pytest.fail("Ray must not be started"))
+    monkeypatch.setattr(cluster, "detect_cluster", lambda: (1, 2))
+    monkeypatch.setattr(cluster, "ensure_ray", lambda: pytest.fail("Ray must not be started"))
     flags = ["--attn", "flash_attention_2"] if how.startswith("--attn") else \
         ["--set", f"{attention.ATTN_KEY}=flash_attention_2"]
     with pytest.raises(SystemExit) as stop:
@@ -148,7 +149,7 @@ def test_auto_prefers_flash_attn_where_it_imports_then_varlen_then_sdpa(monkeypa
 def test_configured_attention_reads_the_yaml_key():
     assert attention.configured_attention({}) is None
     config = {}
-    launch.set_key(config, attention.ATTN_KEY, "sdpa")
+    set_key(config, attention.ATTN_KEY, "sdpa")
     assert attention.configured_attention(config) == "sdpa"
 
 
@@ -159,7 +160,7 @@ def test_configured_attention_reads_the_yaml_key():
     ("buffer.explorer_input.eval_tasksets.0.repeat_times=1", ("buffer.explorer_input.eval_tasksets.0.repeat_times", 1)),
 ])
 def test_set_values_are_parsed_as_yaml(text, expected):
-    assert launch.parse_override(text) == expected
+    assert parse_override(text) == expected
 
 
 @pytest.mark.parametrize("bad", ["batch_size", "=3", "a=[1, 2"])
@@ -167,12 +168,12 @@ def test_malformed_set_values_are_refused_with_the_flag_named(bad):
     import argparse
 
     with pytest.raises(argparse.ArgumentTypeError):
-        launch.parse_override(bad)
+        parse_override(bad)
 
 
 def test_a_set_key_that_has_no_place_in_the_config_is_refused():
     with pytest.raises(SystemExit, match="cannot set buffer.explorer_input.eval_tasksets.5.name"):
-        launch.set_key({"buffer": {"explorer_input": {"eval_tasksets": []}}},
+        set_key({"buffer": {"explorer_input": {"eval_tasksets": []}}},
                        "buffer.explorer_input.eval_tasksets.5.name", "x")
 
 
@@ -205,12 +206,10 @@ def test_sdpa_separates_packed_sequences_only_through_a_dense_mask_built_from_po
 
 
 def test_the_reference_model_is_kept_in_bf16_unless_the_config_says_otherwise(tmp_path):
-    from rftkit import launch
-
-    raw = launch.load_yaml(REPO / "configs" / "frozenlake.yaml")
-    plan = launch.plan_cluster(1, 1, 1, None)
-    default = launch.resolve_config(raw, {"checkpoint_root_dir": str(tmp_path)}, plan)
-    assert launch.get_key(default, launch.REF_DTYPE_KEY, "frozenlake.yaml") == "bfloat16"
+    raw = load_yaml(REPO / "configs" / "frozenlake.yaml")
+    plan = cluster.plan_cluster(1, 1, 1, None)
+    default = resolve_config(raw, {"checkpoint_root_dir": str(tmp_path)}, plan)
+    assert get_key(default, REF_DTYPE_KEY, "frozenlake.yaml") == "bfloat16"
     assert "trainer_config" not in raw["trainer"]  # the YAML mapping itself is left alone
-    kept = launch.resolve_config(raw, {"checkpoint_root_dir": str(tmp_path), launch.REF_DTYPE_KEY: "fp32"}, plan)
-    assert launch.get_key(kept, launch.REF_DTYPE_KEY, "frozenlake.yaml") == "fp32"
+    kept = resolve_config(raw, {"checkpoint_root_dir": str(tmp_path), REF_DTYPE_KEY: "fp32"}, plan)
+    assert get_key(kept, REF_DTYPE_KEY, "frozenlake.yaml") == "fp32"

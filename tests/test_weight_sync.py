@@ -85,7 +85,7 @@ def test_a_colocated_launch_gives_every_worker_the_engine_dtype():
     Trainer with environment variables of their own, must still see it."""
     code = """
 import os, ray
-from rftkit.launch import connect_ray
+from rftkit.cluster import connect_ray
 
 @ray.remote
 class Worker:
