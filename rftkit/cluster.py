@@ -11,7 +11,8 @@ import os
 import subprocess
 import sys
 
-from rftkit import colocate, weight_sync, workers
+from rftkit import workers
+from rftkit.trainer import colocate, weight_sync
 
 # Rollout engines get this share of the GPUs; the trainer gets the rest.
 EXPLORER_SHARE = 0.5

@@ -7,13 +7,13 @@ live in a room of their own. A launch goes:
    paths absolute (Ray workers do not share our working directory): `rftkit.overrides`;
 2. size the run to the GPUs: cluster shape, and as many rollout engines as
    half the GPUs hold (the trainer gets the rest); on a single GPU, one engine
-   and the trainer share it (Trinity's `colocate` mode, `rftkit.colocate`): `rftkit.cluster`;
+   and the trainer share it (Trinity's `colocate` mode, `rftkit.trainer.colocate`): `rftkit.cluster`;
 3. `--dry-run`: check the data splits that exist here, convert the config
    exactly as tune() does (agentscope's conversion, then Trinity's
    `check_and_update`) and print a summary: no Ray, no GPU (`rftkit.trinity_config`);
 4. otherwise: refuse at once without a CUDA GPU, validate as in 3, prepare
    and check the data, check that the configured attention implementation can
-   be loaded (`rftkit.attention`), make sure a Ray cluster is running (start
+   be loaded (`rftkit.trainer.attention`), make sure a Ray cluster is running (start
    a local head if not, and stop it afterwards) and connect to it as Trinity
    would, plus a per-worker setup hook (`rftkit.cluster`); call tune() under a watchdog that
    ends the run on the first fatal error in its logs, and decide success from
@@ -34,7 +34,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from rftkit import attention, cluster, run_state, supervise
+from rftkit import cluster, run_state, supervise
+from rftkit.trainer import attention
 from rftkit.inputs import InputError
 from rftkit.overrides import load_yaml, parse_override, resolve_config, write_yaml
 from rftkit.trinity_config import summarize, validate

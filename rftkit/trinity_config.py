@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 from typing import Callable
 
-from rftkit import attention
+from rftkit.trainer import attention
 from rftkit.inputs import InputError
 from rftkit.overrides import write_yaml
 
@@ -138,7 +138,7 @@ def summarize(config, attention_reason: str = "") -> str:
 
 
 def reference_placement(config) -> str:
-    """The reference model's weights: dtype, and where rftkit.ref_model leaves them."""
+    """The reference model's weights: dtype, and where rftkit.trainer.ref_model leaves them."""
     ref = (config.trainer.trainer_config or {}).get("ref", {}).get("fsdp_config", {})
     offload = ref.get("param_offload", config.trainer.param_offload)
     return (f"{ref.get('model_dtype', 'fp32')} weights, "

@@ -5,7 +5,8 @@ import sys
 
 import pytest
 
-from rftkit import attention, cluster, packed_attention
+from rftkit import cluster
+from rftkit.trainer import attention, packed_attention
 from rftkit.overrides import REF_DTYPE_KEY, get_key, load_yaml, parse_override, resolve_config, set_key
 
 from conftest import REPO, trinity_config_stub
@@ -42,14 +43,14 @@ def test_verl_needs_flash_attn_for_padding_without_the_setup_hook():
 TRAINER_READY = """
 import transformers.modeling_utils, verl.utils.torch_functional as verl_functional
 assert "rftkit_varlen" in transformers.modeling_utils.ALL_ATTENTION_FUNCTIONS.valid_keys()
-assert verl_functional.logprobs_from_logits_v2.__module__ == "rftkit.logprobs"
+assert verl_functional.logprobs_from_logits_v2.__module__ == "rftkit.trainer.logprobs"
 print("trainer ready")
 """
 
 
 @pytest.mark.parametrize("when", ["before verl is imported", "after verl is imported"])
 def test_the_setup_hook_points_verl_at_its_torch_padding_helpers_and_log_probs(when):
-    setup = "from rftkit.attention import worker_setup; worker_setup()\n"
+    setup = "from rftkit.trainer.attention import worker_setup; worker_setup()\n"
     first = "" if when.startswith("before") else "import verl.utils.attention_utils, verl.utils.torch_functional\n"
     result = run_python(first + setup + UNPAD_ROUND_TRIP + TRAINER_READY)
     assert result.returncode == 0, result.stderr[-2000:]
@@ -112,7 +113,7 @@ def dry_run_summary(tmp_path, capsys, *flags) -> str:
 def test_attn_flag_and_set_overrides_reach_the_validated_config(tmp_path, capsys):
     out = dry_run_summary(tmp_path, capsys, "--attn", "sdpa", "--set", "buffer.batch_size=4",
                           "--set", "algorithm.repeat_times=2", "--set", "explorer.rollout_model.enforce_eager=true")
-    assert "attention       sdpa, padding removal False, log-probs by blocks (rftkit.logprobs)" in out
+    assert "attention       sdpa, padding removal False, log-probs by blocks (rftkit.trainer.logprobs)" in out
     assert "chosen by     --attn sdpa" in out
     assert "up to 16384 tokens per GPU, each row padded to the micro-batch's longest" in out
     assert "group 2, batch 4 tasks (8 experiences)" in out
@@ -121,7 +122,7 @@ def test_attn_flag_and_set_overrides_reach_the_validated_config(tmp_path, capsys
 def test_without_flash_attn_the_default_launch_trains_packed_on_torch_varlen_kernels(tmp_path, capsys):
     out = dry_run_summary(tmp_path, capsys)
     assert (f"attention       {packed_attention.NAME} (torch varlen kernels, packed micro-batches), padding removal "
-            "True, log-probs in blocks (rftkit.logprobs)") in out
+            "True, log-probs in blocks (rftkit.trainer.logprobs)") in out
     assert "chosen by     auto: no flash-attn here (ModuleNotFoundError" in out
     assert "up to 16384 tokens per GPU\n" in out  # no padding to the longest row
 

@@ -12,7 +12,8 @@ import pytest
 import yaml
 
 from frozenlake import main as frozenlake_main
-from rftkit import cluster, colocate
+from rftkit import cluster
+from rftkit.trainer import colocate
 from rftkit.overrides import load_yaml, resolve_config
 from rftkit.trinity_config import validate
 
