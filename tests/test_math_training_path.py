@@ -153,7 +153,7 @@ def test_wrong_answer_inside_the_adapter_scores_zero():
 
 
 def test_code_execution_is_cut_off_at_the_timeout():
-    from math_bots.workflow import make_toolkit
+    from math_bots.python_tool import make_toolkit
 
     async def run():
         toolkit = make_toolkit(code_timeout=1)
