@@ -172,7 +172,7 @@ def write_csv(curves: dict, path: Path) -> None:
 
 def plot(curves: dict, path: Path) -> None:
     from rftkit.files import atomic_paths
-    from rftkit.plots import plt, save_png
+    from rftkit.reports.plots import plt, save_png
 
     titles = {"effective_ratio": "effective-task ratio (20-step mean)",
               "informative_rollouts": "cumulative informative rollouts",

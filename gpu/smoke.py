@@ -241,7 +241,7 @@ def has_tag(tags, wanted: str) -> bool:
 def check_run(result: RunResult, checkpoints: Path, launched_at: float, tasks: int | None,
               probes: Path, model: Path) -> None:
     """Fill `result` with the checks of one finished run."""
-    from rftkit.tensorboard import read_points
+    from rftkit.reports.tensorboard import read_points
 
     checks = result.checks
     checks.append(Check("exit code 0", result.exit_code == 0, f"exit code {result.exit_code}"))

@@ -12,7 +12,7 @@ from math_bots.workflow import run_react_agent
 from rftkit import cluster
 from rftkit.overrides import load_yaml, resolve_config
 from rftkit.trinity_config import validate
-from rftkit.evaluation import message_text
+from rftkit.reports.evaluation import message_text
 
 from conftest import REPO
 from scripted_model import ScriptedModel
