@@ -77,16 +77,18 @@ def build_config(name: str, data: Path, scratch: Path, steps: int):
     """The real config file, resolved as the launcher does, pointed at the simulated taskset."""
     from math_bots.judge import gsm8k_judge
     from math_bots.workflow import run_react_agent
-    from rftkit import launch
+    from rftkit import cluster
+    from rftkit.overrides import load_yaml, resolve_config, write_yaml
+    from rftkit.trinity_config import build_trinity_config
 
-    raw = launch.load_yaml(CONFIGS / SELECTOR_CONFIGS[name])
-    config = launch.resolve_config(raw, {
+    raw = load_yaml(CONFIGS / SELECTOR_CONFIGS[name])
+    config = resolve_config(raw, {
         "buffer.explorer_input.taskset.path": str(data),
         "buffer.explorer_input.eval_tasksets.0.path": str(data),
         "buffer.explorer_input.eval_tasksets.0.split": "train",
         "buffer.total_steps": steps,
-        "checkpoint_root_dir": str(scratch / name)}, launch.plan_cluster(1, 2, 1, None))
-    return launch.build_trinity_config(launch.write_yaml(config, scratch / f"{name}.yaml"),
+        "checkpoint_root_dir": str(scratch / name)}, cluster.plan_cluster(1, 2, 1, None))
+    return build_trinity_config(write_yaml(config, scratch / f"{name}.yaml"),
                                        run_react_agent, gsm8k_judge)
 
 
@@ -170,7 +172,7 @@ def write_csv(curves: dict, path: Path) -> None:
 
 def plot(curves: dict, path: Path) -> None:
     from rftkit.files import atomic_paths
-    from rftkit.plots import plt, save_png
+    from rftkit.reports.plots import plt, save_png
 
     titles = {"effective_ratio": "effective-task ratio (20-step mean)",
               "informative_rollouts": "cumulative informative rollouts",

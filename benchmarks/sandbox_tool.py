@@ -13,7 +13,7 @@ import time
 
 from agentscope.tool import execute_python_code as plain_tool
 
-from math_bots import sandbox
+from math_bots.python_tool import sandbox
 
 SNIPPET = "print(25 + 49)"
 

@@ -7,7 +7,7 @@ Trinity's colocated sync hands the trainer's whole state dict to the Synchronize
 call (`ray.get(synchronizer.set_model_state_dict.remote(state_dict, step))`), and the engine then
 fetches it tensor by tensor from the actor's streaming generator. This measures both halves,
 twice in one process: with Ray's default serialization of torch tensors, and with the byte views
-a colocated run uses (`rftkit.weight_sync`), which Ray writes to its object store without
+a colocated run uses (`rftkit.trainer.weight_sync`), which Ray writes to its object store without
 pickling the bytes. It prints the seconds and the ratio, and checks that the tensors arrive
 unchanged. CPU only.
 """
@@ -20,7 +20,7 @@ import time
 import ray
 import torch
 
-from rftkit import weight_sync
+from rftkit.trainer import weight_sync
 from rftkit.cli import HelpFormatter
 
 

@@ -16,7 +16,7 @@ from agentscope.model import ChatModelBase, ChatResponse
 
 from frozenlake.env import PLAYER_SYMBOLS, TILE_SYMBOLS
 from frozenlake.maps import ACTIONS, shortest_path
-from rftkit.evaluation import message_text
+from rftkit.reports.evaluation import message_text
 
 # Rendered symbol -> map letter, with the player's tile read as the start.
 LETTER_OF = {"_": "F", "O": "H", "G": "G", "P": "S", "X": "H", "√": "G"}

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from frozenlake.agent import FrozenLakeAgent
 from frozenlake.workflow import end_reason, run_frozen_lake
-from rftkit.evaluation import sign_test, task_by_task, wilson_interval
+from rftkit.reports.evaluation import sign_test, task_by_task, wilson_interval
 from rftkit.files import atomic_paths
 
 
@@ -69,7 +69,7 @@ def report_rows(report: dict) -> list[str]:
 
 def chart(report: dict):
     """chart.png's figure: success by map size, and how episodes ended."""
-    from rftkit.plots import plt, rate_bars
+    from rftkit.reports.plots import plt, rate_bars
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
     sizes = report["by_size"]
@@ -100,7 +100,7 @@ def map_by_map(before: list[dict], after: list[dict]) -> tuple[int, int, int]:
 
 def compare(before_dir: Path, after_dir: Path, out: Path) -> str:
     """before_after.md (returned) and before_after.png from two evaluate.py output folders."""
-    from rftkit.plots import plt, save_png
+    from rftkit.reports.plots import plt, save_png
 
     before, after = (json.loads((d / "report.json").read_text()) for d in (before_dir, after_dir))
     episodes = [[json.loads(line) for line in (d / "episodes.jsonl").read_text().splitlines()]

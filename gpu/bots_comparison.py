@@ -95,7 +95,7 @@ def train_command(selector: str, model: Path, data: Path, checkpoints: Path, arg
 
 def curves(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
     """The run's per-step scalars that the report uses, from the explorer's tensorboard files."""
-    from rftkit.tensorboard import read_scalars
+    from rftkit.reports.tensorboard import read_scalars
 
     folder = job_dir(run_dir / "checkpoints")
     scalars = read_scalars(folder / "monitor" / "tensorboard" / "explorer") if folder else {}
@@ -117,7 +117,7 @@ def held_out(folder: Path) -> dict | None:
 
 def paired(before: dict, after: dict) -> dict:
     """Task-by-task: tasks the second evaluation solves more often, less often, and the sign test's p."""
-    from rftkit.evaluation import sign_test, task_by_task
+    from rftkit.reports.evaluation import sign_test, task_by_task
 
     try:
         wins, losses, _ = task_by_task(before["per task"], after["per task"])
@@ -186,7 +186,7 @@ def markdown(result: dict) -> str:
 
 def draw(result: dict, path: Path) -> None:
     """Upstream's chart: rollout accuracy and the effective-task ratio over steps, random against BOTS."""
-    from rftkit.plots import plt, save_png
+    from rftkit.reports.plots import plt, save_png
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
     for selector, r in result["runs"].items():

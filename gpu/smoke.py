@@ -181,7 +181,7 @@ def kill_launch(process: subprocess.Popen) -> None:
 
     Killed, the launch cannot stop that head itself (one that ends does, and leaves alone a
     cluster it found running)."""
-    from rftkit.launch import ray_cli
+    from rftkit.cluster import ray_cli
 
     os.killpg(process.pid, signal.SIGKILL)
     process.wait()
@@ -241,7 +241,7 @@ def has_tag(tags, wanted: str) -> bool:
 def check_run(result: RunResult, checkpoints: Path, launched_at: float, tasks: int | None,
               probes: Path, model: Path) -> None:
     """Fill `result` with the checks of one finished run."""
-    from rftkit.tensorboard import read_points
+    from rftkit.reports.tensorboard import read_points
 
     checks = result.checks
     checks.append(Check("exit code 0", result.exit_code == 0, f"exit code {result.exit_code}"))

@@ -113,7 +113,7 @@ def summarize(run_dir: Path, launched_at: float, estimate_steps: int, train_batc
     A step here is an explore step, the x axis of the rollout curves (upstream's 700). With
     multi-step GRPO one explore step can feed several trainer steps (FrozenLake: one experience per
     move), so trainer steps are counted and timed apart; their times are per trainer step."""
-    from rftkit.tensorboard import read_points
+    from rftkit.reports.tensorboard import read_points
 
     points = {}
     for role in ("explorer", "trainer"):
@@ -176,7 +176,7 @@ def summarize(run_dir: Path, launched_at: float, estimate_steps: int, train_batc
 def train_batch(example: str, settings: list[str]) -> int:
     """Experiences a trainer step reads: `buffer.train_batch_size`, else Trinity's default (batch x
     group), from the shipped config with the run's --set settings (the launcher changes neither)."""
-    from rftkit.launch import load_yaml, parse_override, set_key
+    from rftkit.overrides import load_yaml, parse_override, set_key
 
     config = load_yaml(EXAMPLES[example].config_path())
     for setting in settings:

@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script: the repo's packages
 from rftkit.cli import HelpFormatter  # noqa: E402
-from rftkit.local_llm import default_gguf  # noqa: E402
+from rftkit.reports.local_llm import default_gguf  # noqa: E402
 
 # Parsers in vLLM 0.23.0 (the version this project pins for GPU) and what they need:
 # - reasoning parser `deepseek_r1` (vllm/reasoning/basic_parsers.py, BaseThinkingReasoningParser

@@ -27,13 +27,13 @@ not included). The settings:
 * `before`: what every GPU run used until issue 20: `--attn sdpa` (padded micro-batches), verl's
   row-by-row log-probs, the reference model's weights in fp32, fp32 weights pickled through the
   object store;
-* `sdpa-blocks`: padded, with `rftkit.logprobs`: the log-probs every other setting is checked against;
+* `sdpa-blocks`: padded, with `rftkit.trainer.logprobs`: the log-probs every other setting is checked against;
 * `varlen`: the launcher's default without flash-attn, with the shipped config: packed
   micro-batches on PyTorch's varlen kernels, log-probs in blocks, the reference model in bf16 with
-  its weights on the GPU (`rftkit.ref_model`), the weights synced in bf16 as byte views;
+  its weights on the GPU (`rftkit.trainer.ref_model`), the weights synced in bf16 as byte views;
 * `varlen-32k`: `varlen` with 32,768-token micro-batches (FrozenLake ships 16,384);
 * `varlen-ref-cpu`: `varlen` with the reference weights where verl 0.8 puts them, on the CPU,
-  copied to the GPU for every micro-batch (as `varlen` ran before `rftkit.ref_model`).
+  copied to the GPU for every micro-batch (as `varlen` ran before `rftkit.trainer.ref_model`).
 
 The padded settings run at the micro-batch sizes the padded path fits: FrozenLake 4,096 (what its
 configs held), math 12,288 (the config's 24,576 ran out of memory padded).
@@ -70,12 +70,12 @@ sys.path.insert(0, str(REPO))
 from gpu import smoke  # noqa: E402  (the runner of a child process)
 from gpu.frozenlake_learning import free_port  # noqa: E402
 from rftkit.cli import HelpFormatter  # noqa: E402
-from rftkit.launch import REF_DTYPE_KEY  # noqa: E402
+from rftkit.overrides import REF_DTYPE_KEY  # noqa: E402
 
-REF_OFFLOAD_KEY = "trainer.trainer_config.ref.fsdp_config.param_offload"  # rftkit.ref_model reads it
+REF_OFFLOAD_KEY = "trainer.trainer_config.ref.fsdp_config.param_offload"  # rftkit.trainer.ref_model reads it
 
 # The setting the others' log-probs are checked against: padded sdpa, log-probs in fp32 through
-# rftkit.logprobs (verl's row-by-row fallback in `before` rounds them to bf16 on CPU; on the H200 it
+# rftkit.trainer.logprobs (verl's row-by-row fallback in `before` rounds them to bf16 on CPU; on the H200 it
 # gave the same values to within 1e-6).
 REFERENCE_SETTING = "sdpa-blocks"
 # The packed path's reference log-probs may differ from REFERENCE_SETTING's by at most this much, on
@@ -99,7 +99,7 @@ SETTINGS = {
     "sdpa-blocks": dict(attn="sdpa", old_setup=False, sync=False, overrides={}),
     "varlen": dict(attn="varlen", old_setup=False, sync=True, overrides={}),
     "varlen-32k": dict(attn="varlen", old_setup=False, sync=False, overrides={"trainer.max_token_len_per_gpu": 32768}),
-    # the default, with the reference model where verl puts it (rftkit.ref_model): on the CPU
+    # the default, with the reference model where verl puts it (rftkit.trainer.ref_model): on the CPU
     "varlen-ref-cpu": dict(attn="varlen", old_setup=False, sync=False, overrides={REF_OFFLOAD_KEY: True}),
 }
 DEFAULT_SETTINGS = {"frozenlake": ["before", "sdpa-blocks", "varlen", "varlen-ref-cpu", "varlen-32k"],
@@ -132,31 +132,35 @@ def experiences(example: str, vocab_size: int, seed: int = 0) -> list:
 
 def trinity_config(example: str, model: Path, work: Path, setting: str):
     """Trinity's validated config for the example's shipped YAML, as the launcher builds it on one GPU."""
-    from rftkit import attention, launch
+    from rftkit import cluster
+    from rftkit.trainer import attention
+    from rftkit.overrides import load_yaml, resolve_config
+    from rftkit.trinity_config import validate
 
     spec, chosen = EXAMPLES[example], SETTINGS[setting]
-    raw = launch.load_yaml(REPO / "configs" / spec["config"])
+    raw = load_yaml(REPO / "configs" / spec["config"])
     # The train batch is the benchmark's batch: one optimizer step per trainer step, as in a launch.
     overrides = {"model.model_path": str(model), "checkpoint_root_dir": str(work / "checkpoints"),
                  "buffer.train_batch_size": spec["experiences"],
                  **attention.overrides(chosen["attn"]), **chosen["overrides"]}
     if spec["padded_budget"] and not attention.overrides(chosen["attn"])[attention.PADDING_KEY]:
         overrides["trainer.max_token_len_per_gpu"] = spec["padded_budget"]
-    config = launch.resolve_config(raw, overrides, launch.plan_cluster(1, 1, 1, None), spec["config"])
+    config = resolve_config(raw, overrides, cluster.plan_cluster(1, 1, 1, None), spec["config"])
     if example == "frozenlake":
         from frozenlake.workflow import run_frozen_lake
 
-        return launch.validate(config, run_frozen_lake)
+        return validate(config, run_frozen_lake)
     from math_bots.judge import gsm8k_judge
     from math_bots.workflow import run_react_agent
 
-    return launch.validate(config, run_react_agent, gsm8k_judge)
+    return validate(config, run_react_agent, gsm8k_judge)
 
 
 def setup_worker_process(setting: str) -> None:
     """What Ray's worker setup hook does in a trainer process of a launch with this setting."""
-    from rftkit import attention, weight_sync, workers
-    from rftkit.import_patch import patch_on_import
+    from rftkit import workers
+    from rftkit.trainer import attention, weight_sync
+    from rftkit.trainer.import_patch import patch_on_import
 
     if SETTINGS[setting]["old_setup"]:  # the hook as it was: verl's padding helpers only
         patch_on_import("verl.utils.attention_utils", attention.use_torch_padding)
@@ -240,7 +244,7 @@ def run_setting(example: str, setting: str, model: Path, work: Path, steps: int)
         "attention in the checkpoint config": worker.actor.engine.module.config.to_dict().get("attn_implementation"),
         "padding removal": worker.actor.model_config.use_remove_padding,
         # verl keeps a forward-only model on the CPU and copies it in for every micro-batch, unless
-        # rftkit.ref_model keeps it on the GPU
+        # rftkit.trainer.ref_model keeps it on the GPU
         "reference weights": "{} on {}".format(*next((p.dtype, p.device)
                                                      for p in worker.ref.engine.module.parameters())),
         "reference offloaded to the CPU": worker.ref.engine._uses_fsdp2_cpu_offload_policy,
@@ -261,7 +265,8 @@ def run_setting(example: str, setting: str, model: Path, work: Path, steps: int)
         return result
     # One colocated weight sync, as Trinity's memory sync makes it; the Synchronizer's process set up as
     # the launcher's hook sets up every worker of a colocated run.
-    from rftkit import weight_sync, workers
+    from rftkit import workers
+    from rftkit.trainer import weight_sync
 
     setup = {} if SETTINGS[setting]["old_setup"] else {
         "env_vars": {weight_sync.DTYPE_ENV: "bfloat16"},
@@ -308,7 +313,7 @@ def run_ceiling(example: str, model: Path, budget: int, steps: int) -> dict:
     import torch.nn.functional as F
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    from rftkit import packed_attention
+    from rftkit.trainer import packed_attention
 
     packed_attention.register()
     sequences = [p + r for p, r in lengths(example)]
@@ -525,7 +530,7 @@ def main(argv: list[str] | None = None) -> int:
         print("error: the trainer benchmark needs a CUDA GPU; this machine has none", file=sys.stderr)
         return 2
     from gpu.tiny_model import build_random_model
-    from rftkit import launch
+    from rftkit.overrides import load_yaml
 
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -552,7 +557,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"{r['trainer tokens/s']:,.0f} tokens/s (reference {r['reference log-probs (s)']:.1f} s, "
                   f"update {r['update (s)']:.1f} s), sync {sync}, peak "
                   f"{r['peak allocated (GiB)']:.0f} GiB") + f" [{time.time() - started:.0f} s]", flush=True)
-        budget = launch.load_yaml(REPO / "configs" / spec["config"])["trainer"]["max_token_len_per_gpu"]
+        budget = load_yaml(REPO / "configs" / spec["config"])["trainer"]["max_token_len_per_gpu"]
         budget = max([budget, *[SETTINGS[s]["overrides"].get("trainer.max_token_len_per_gpu", 0) for s in results]])
         ceiling = child(["ceiling", example, str(budget), "--model", str(model), "--work", str(work),
                          "--steps", str(args.steps)], out / f"{example}-ceiling.log", args.timeout)

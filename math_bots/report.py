@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from math_bots.judge import gsm8k_judge
 from math_bots.workflow import run_react_agent
-from rftkit.evaluation import wilson_interval
+from rftkit.reports.evaluation import wilson_interval
 
 
 async def play(task, model):
@@ -41,7 +41,7 @@ def report_rows(report: dict) -> list[str]:
 
 def chart(report: dict):
     """chart.png's figure: accuracy and format rate with their intervals."""
-    from rftkit.plots import plt, rate_bars
+    from rftkit.reports.plots import plt, rate_bars
 
     fig, ax = plt.subplots(figsize=(5, 4))
     n = report["episodes"]

@@ -6,10 +6,9 @@ from agentscope.agent import ReActAgent
 from agentscope.formatter import OpenAIChatFormatter
 from agentscope.message import Msg
 from agentscope.model import ChatModelBase
-from agentscope.tool import Toolkit
 from agentscope.tuner import WorkflowOutput
 
-from math_bots import sandbox
+from math_bots.python_tool import make_toolkit
 
 SYSTEM_PROMPT = (
     "You are an agent that solves math problems. You can call the tool execute_python_code to run "
@@ -17,17 +16,7 @@ SYSTEM_PROMPT = (
     "Give your final answer within \\boxed{}."
 )
 
-# Seconds a single code execution may run; a runaway loop costs one tool call, not the rollout.
-CODE_TIMEOUT = sandbox.WALL_SECONDS
 MAX_ITERS = 10
-
-
-def make_toolkit(code_timeout: float = CODE_TIMEOUT) -> Toolkit:
-    """The agent's one tool: agentscope's execute_python_code as the model sees it, run in the sandbox."""
-    toolkit = Toolkit()
-    toolkit.register_tool_function(sandbox.execute_python_code, preset_kwargs={"timeout": code_timeout},
-                                   json_schema=sandbox.tool_schema())
-    return toolkit
 
 
 async def run_react_agent(

@@ -1,1 +1,17 @@
-"""Code the FrozenLake and math examples share: launching a tuner run and writing files safely."""
+"""Code the FrozenLake and math examples share: launching a tuner run, and the inputs and files every
+entry point shares.
+
+launch.py          the flags both main.py files take, and launch(): a run from YAML to exit code
+overrides.py       the YAML and `--set`: what tune() will load, paths made absolute
+cluster.py         the run sized to the GPUs, and the Ray it runs on
+trinity_config.py  Trinity's validation of the config, its plugins, the dry run's summary
+supervise.py       watching a running tune() and deciding whether it finished
+run_state.py       Trinity's state files made safe to resume from after a kill
+workers.py         Ray's worker setup hook: which patches a run's workers get
+inputs.py, files.py, cli.py  bad input as a message, whole-file writes, help with defaults
+example.py         the Example an example folder describes itself with
+
+trainer/           patches to verl and Trinity-RFT applied in the Ray workers
+reports/           evaluating a model and reporting on runs
+trinity_plugins/   Trinity plugins, loaded by folder (Trinity's TRINITY_PLUGIN_DIRS)
+"""

@@ -33,7 +33,7 @@ from pathlib import Path
 from types import ModuleType
 
 from rftkit.files import atomic_paths
-from rftkit.import_patch import patch_on_import, source_has
+from rftkit.trainer.import_patch import patch_on_import, source_has
 from rftkit.inputs import InputError
 
 STATE_MANAGER = "trinity.manager.state_manager"  # written against Trinity-RFT 0.6.0

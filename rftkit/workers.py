@@ -1,14 +1,15 @@
 """Ray's worker_process_setup_hook for a launch: what every worker process of a run gets before it
-imports Trinity, verl or vLLM. Each patch is applied when its module is imported (rftkit.import_patch)."""
+imports Trinity, verl or vLLM. Each patch is applied when its module is imported (rftkit.trainer.import_patch)."""
 
 from __future__ import annotations
 
-from rftkit import attention, colocate, ref_model, run_state
+from rftkit import run_state
+from rftkit.trainer import attention, colocate, ref_model
 
 
 def setup() -> None:
-    """Every run: verl's trainer without flash-attn (rftkit.attention), the reference model's weights
-    on the GPU (rftkit.ref_model), and state files that a killed run can be resumed from
+    """Every run: verl's trainer without flash-attn (rftkit.trainer.attention), the reference model's weights
+    on the GPU (rftkit.trainer.ref_model), and state files that a killed run can be resumed from
     (rftkit.run_state)."""
     attention.worker_setup()
     ref_model.worker_setup()
@@ -16,6 +17,6 @@ def setup() -> None:
 
 
 def setup_colocated() -> None:
-    """A run on one GPU: the above, and the engine beside the trainer (rftkit.colocate)."""
+    """A run on one GPU: the above, and the engine beside the trainer (rftkit.trainer.colocate)."""
     setup()
     colocate.worker_setup()

@@ -67,7 +67,7 @@ def histogram(rates: list[float], column: str) -> list[str]:
 
 
 def draw(rates: list[float], column: str, title: str, path: Path) -> None:
-    from rftkit.plots import plt, save_png
+    from rftkit.reports.plots import plt, save_png
 
     fig, ax = plt.subplots(figsize=(5, 3.5))
     ax.hist(rates, bins=20, range=(0, 1), color="tab:blue")

@@ -25,7 +25,7 @@ from pathlib import Path
 from agentscope.model import OpenAIChatModel
 
 from rftkit.cli import HelpFormatter
-from rftkit.evaluation import run_episodes
+from rftkit.reports.evaluation import run_episodes
 from rftkit.example import Example
 from rftkit.files import atomic_paths, check_writable
 from rftkit.inputs import open_split, reports_input_errors
@@ -73,7 +73,7 @@ def model_factory(args):
     elif args.model == "openai":
         yield openai_model(args.base_url, args.model_name, os.environ.get(args.api_key_env, "EMPTY"))
     else:
-        from rftkit.local_llm import LocalLLMServer
+        from rftkit.reports.local_llm import LocalLLMServer
 
         with LocalLLMServer(args.gguf, threads=args.threads, context=args.context,
                             parallel=args.concurrency) as server:
@@ -83,7 +83,7 @@ def model_factory(args):
 # ---------------------------------------------------------------- reports
 
 def draw_chart(example: Example, report: dict, title: str, path: Path) -> None:
-    from rftkit.plots import save_png
+    from rftkit.reports.plots import save_png
 
     fig = example.chart(report)
     fig.suptitle(title)

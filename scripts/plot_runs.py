@@ -21,7 +21,7 @@ from pathlib import Path
 from rftkit.cli import HelpFormatter
 from rftkit.files import atomic_paths, check_writable
 from rftkit.inputs import InputError, reports_input_errors
-from rftkit.tensorboard import read_scalars
+from rftkit.reports.tensorboard import read_scalars
 
 DEFAULT_SCALARS = ["rollout/accuracy/mean", "eval/aime24/accuracy/mean@1"]  # tags a GPU run wrote (docs/gpu.md)
 
@@ -45,7 +45,7 @@ def table(runs: dict[str, dict], scalars: list[str]) -> str:
 
 
 def draw(runs: dict[str, dict], scalars: list[str], path: Path) -> None:
-    from rftkit.plots import plt, save_png
+    from rftkit.reports.plots import plt, save_png
 
     legend_rows = -(-len(runs) // 3)
     fig, axes = plt.subplots(1, len(scalars), figsize=(5 * len(scalars), 4 + 0.3 * legend_rows), squeeze=False)

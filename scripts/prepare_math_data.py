@@ -86,7 +86,7 @@ def histogram_lines(table: pa.Table) -> list[str]:
 
 
 def plot_pass_rates(table: pa.Table, path: Path) -> None:
-    from rftkit.plots import plt, save_png
+    from rftkit.reports.plots import plt, save_png
 
     fig, axes = plt.subplots(1, len(PASS_RATE_COLUMNS), figsize=(10, 3.5), sharey=True)
     for ax, column in zip(axes, PASS_RATE_COLUMNS):

@@ -25,7 +25,7 @@ def dry_run(command: list[str], gpus: int = 2, env: dict | None = None) -> str:
 
 
 def trinity_config_stub(namespace: str, mode: str) -> str:
-    """Source of a class with the fields of Trinity's config that rftkit.launch.connect_ray reads, for the
+    """Source of a class with the fields of Trinity's config that rftkit.cluster.connect_ray reads, for the
     scripts the Ray tests run in a process of their own."""
     return f"""
 class Config:

@@ -8,7 +8,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from rftkit.evaluation import message_text
+from rftkit.reports.evaluation import message_text
 
 from conftest import REPO
 from fake_vllm_server import FakeVLLMServer

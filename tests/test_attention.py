@@ -5,7 +5,9 @@ import sys
 
 import pytest
 
-from rftkit import attention, launch, packed_attention
+from rftkit import cluster
+from rftkit.trainer import attention, packed_attention
+from rftkit.overrides import REF_DTYPE_KEY, get_key, load_yaml, parse_override, resolve_config, set_key
 
 from conftest import REPO, trinity_config_stub
 
@@ -41,14 +43,14 @@ def test_verl_needs_flash_attn_for_padding_without_the_setup_hook():
 TRAINER_READY = """
 import transformers.modeling_utils, verl.utils.torch_functional as verl_functional
 assert "rftkit_varlen" in transformers.modeling_utils.ALL_ATTENTION_FUNCTIONS.valid_keys()
-assert verl_functional.logprobs_from_logits_v2.__module__ == "rftkit.logprobs"
+assert verl_functional.logprobs_from_logits_v2.__module__ == "rftkit.trainer.logprobs"
 print("trainer ready")
 """
 
 
 @pytest.mark.parametrize("when", ["before verl is imported", "after verl is imported"])
 def test_the_setup_hook_points_verl_at_its_torch_padding_helpers_and_log_probs(when):
-    setup = "from rftkit.attention import worker_setup; worker_setup()\n"
+    setup = "from rftkit.trainer.attention import worker_setup; worker_setup()\n"
     first = "" if when.startswith("before") else "import verl.utils.attention_utils, verl.utils.torch_functional\n"
     result = run_python(first + setup + UNPAD_ROUND_TRIP + TRAINER_READY)
     assert result.returncode == 0, result.stderr[-2000:]
@@ -59,7 +61,7 @@ def test_the_hook_reaches_ray_workers_and_the_actors_they_start():
     """Trinity's Trainer actor starts verl's worker actors: the hook must run in those too."""
     code = """
 import ray
-from rftkit.launch import connect_ray
+from rftkit.cluster import connect_ray
 
 @ray.remote
 class Worker:  # stands for verl's WorkerDict
@@ -89,8 +91,8 @@ def test_launch_stops_before_ray_when_flash_attention_is_chosen_but_missing(tmp_
                                                                              how):
     from frozenlake import main as frozenlake_main
 
-    monkeypatch.setattr(launch, "detect_cluster", lambda: (1, 2))
-    monkeypatch.setattr(launch, "ensure_ray", lambda: pytest.fail("Ray must not be started"))
+    monkeypatch.setattr(cluster, "detect_cluster", lambda: (1, 2))
+    monkeypatch.setattr(cluster, "ensure_ray", lambda: pytest.fail("Ray must not be started"))
     flags = ["--attn", "flash_attention_2"] if how.startswith("--attn") else \
         ["--set", f"{attention.ATTN_KEY}=flash_attention_2"]
     with pytest.raises(SystemExit) as stop:
@@ -111,7 +113,7 @@ def dry_run_summary(tmp_path, capsys, *flags) -> str:
 def test_attn_flag_and_set_overrides_reach_the_validated_config(tmp_path, capsys):
     out = dry_run_summary(tmp_path, capsys, "--attn", "sdpa", "--set", "buffer.batch_size=4",
                           "--set", "algorithm.repeat_times=2", "--set", "explorer.rollout_model.enforce_eager=true")
-    assert "attention       sdpa, padding removal False, log-probs by blocks (rftkit.logprobs)" in out
+    assert "attention       sdpa, padding removal False, log-probs by blocks (rftkit.trainer.logprobs)" in out
     assert "chosen by     --attn sdpa" in out
     assert "up to 16384 tokens per GPU, each row padded to the micro-batch's longest" in out
     assert "group 2, batch 4 tasks (8 experiences)" in out
@@ -120,7 +122,7 @@ def test_attn_flag_and_set_overrides_reach_the_validated_config(tmp_path, capsys
 def test_without_flash_attn_the_default_launch_trains_packed_on_torch_varlen_kernels(tmp_path, capsys):
     out = dry_run_summary(tmp_path, capsys)
     assert (f"attention       {packed_attention.NAME} (torch varlen kernels, packed micro-batches), padding removal "
-            "True, log-probs in blocks (rftkit.logprobs)") in out
+            "True, log-probs in blocks (rftkit.trainer.logprobs)") in out
     assert "chosen by     auto: no flash-attn here (ModuleNotFoundError" in out
     assert "up to 16384 tokens per GPU\n" in out  # no padding to the longest row
 
@@ -148,7 +150,7 @@ def test_auto_prefers_flash_attn_where_it_imports_then_varlen_then_sdpa(monkeypa
 def test_configured_attention_reads_the_yaml_key():
     assert attention.configured_attention({}) is None
     config = {}
-    launch.set_key(config, attention.ATTN_KEY, "sdpa")
+    set_key(config, attention.ATTN_KEY, "sdpa")
     assert attention.configured_attention(config) == "sdpa"
 
 
@@ -159,7 +161,7 @@ def test_configured_attention_reads_the_yaml_key():
     ("buffer.explorer_input.eval_tasksets.0.repeat_times=1", ("buffer.explorer_input.eval_tasksets.0.repeat_times", 1)),
 ])
 def test_set_values_are_parsed_as_yaml(text, expected):
-    assert launch.parse_override(text) == expected
+    assert parse_override(text) == expected
 
 
 @pytest.mark.parametrize("bad", ["batch_size", "=3", "a=[1, 2"])
@@ -167,12 +169,12 @@ def test_malformed_set_values_are_refused_with_the_flag_named(bad):
     import argparse
 
     with pytest.raises(argparse.ArgumentTypeError):
-        launch.parse_override(bad)
+        parse_override(bad)
 
 
 def test_a_set_key_that_has_no_place_in_the_config_is_refused():
     with pytest.raises(SystemExit, match="cannot set buffer.explorer_input.eval_tasksets.5.name"):
-        launch.set_key({"buffer": {"explorer_input": {"eval_tasksets": []}}},
+        set_key({"buffer": {"explorer_input": {"eval_tasksets": []}}},
                        "buffer.explorer_input.eval_tasksets.5.name", "x")
 
 
@@ -205,12 +207,10 @@ def test_sdpa_separates_packed_sequences_only_through_a_dense_mask_built_from_po
 
 
 def test_the_reference_model_is_kept_in_bf16_unless_the_config_says_otherwise(tmp_path):
-    from rftkit import launch
-
-    raw = launch.load_yaml(REPO / "configs" / "frozenlake.yaml")
-    plan = launch.plan_cluster(1, 1, 1, None)
-    default = launch.resolve_config(raw, {"checkpoint_root_dir": str(tmp_path)}, plan)
-    assert launch.get_key(default, launch.REF_DTYPE_KEY, "frozenlake.yaml") == "bfloat16"
+    raw = load_yaml(REPO / "configs" / "frozenlake.yaml")
+    plan = cluster.plan_cluster(1, 1, 1, None)
+    default = resolve_config(raw, {"checkpoint_root_dir": str(tmp_path)}, plan)
+    assert get_key(default, REF_DTYPE_KEY, "frozenlake.yaml") == "bfloat16"
     assert "trainer_config" not in raw["trainer"]  # the YAML mapping itself is left alone
-    kept = launch.resolve_config(raw, {"checkpoint_root_dir": str(tmp_path), launch.REF_DTYPE_KEY: "fp32"}, plan)
-    assert launch.get_key(kept, launch.REF_DTYPE_KEY, "frozenlake.yaml") == "fp32"
+    kept = resolve_config(raw, {"checkpoint_root_dir": str(tmp_path), REF_DTYPE_KEY: "fp32"}, plan)
+    assert get_key(kept, REF_DTYPE_KEY, "frozenlake.yaml") == "fp32"

@@ -12,20 +12,23 @@ import pytest
 import yaml
 
 from frozenlake import main as frozenlake_main
-from rftkit import colocate, launch
+from rftkit import cluster
+from rftkit.trainer import colocate
+from rftkit.overrides import load_yaml, resolve_config
+from rftkit.trinity_config import validate
 
 from conftest import REPO, trinity_config_stub
 
 
 def test_one_gpu_is_planned_as_colocate_and_other_shapes_are_refused():
-    assert launch.plan_cluster(1, 1, 1, None) == {"node_num": 1, "gpu_per_node": 1, "engine_num": 1,
+    assert cluster.plan_cluster(1, 1, 1, None) == {"node_num": 1, "gpu_per_node": 1, "engine_num": 1,
                                                   "mode": "colocate"}
-    assert launch.plan_cluster(1, 1, 1, 1)["mode"] == "colocate"
+    assert cluster.plan_cluster(1, 1, 1, 1)["mode"] == "colocate"
     with pytest.raises(ValueError, match="one GPU holds one rollout engine"):
-        launch.plan_cluster(1, 1, 1, 2)
+        cluster.plan_cluster(1, 1, 1, 2)
     with pytest.raises(ValueError, match="tensor_parallel_size 2"):
-        launch.plan_cluster(1, 1, 2, None)
-    assert launch.plan_cluster(2, 1, 1, None)["mode"] == "both"  # two one-GPU nodes: one each
+        cluster.plan_cluster(1, 1, 2, None)
+    assert cluster.plan_cluster(2, 1, 1, None)["mode"] == "both"  # two one-GPU nodes: one each
 
 
 def test_dry_run_on_one_gpu_validates_a_colocated_run(tmp_path, monkeypatch, capsys):
@@ -40,9 +43,9 @@ def test_dry_run_on_one_gpu_validates_a_colocated_run(tmp_path, monkeypatch, cap
 
     from frozenlake.workflow import run_frozen_lake
 
-    raw = launch.load_yaml(REPO / "configs" / "frozenlake.yaml")
-    config = launch.resolve_config(raw, {"checkpoint_root_dir": str(tmp_path)}, launch.plan_cluster(1, 1, 1, None))
-    validated = launch.validate(config, run_frozen_lake)
+    raw = load_yaml(REPO / "configs" / "frozenlake.yaml")
+    config = resolve_config(raw, {"checkpoint_root_dir": str(tmp_path)}, cluster.plan_cluster(1, 1, 1, None))
+    validated = validate(config, run_frozen_lake)
     rollout = validated.explorer.rollout_model
     assert validated.mode == "colocate" and validated.synchronizer.sync_method.value == "memory"
     assert rollout.gpu_memory_utilization == colocate.ENGINE_MEMORY_SHARE  # the config's 0.9 default, capped
@@ -54,7 +57,7 @@ ALLOCATE_ON_ONE_GPU = """
 import asyncio, functools, os, sys, types
 import ray
 from ray.util.placement_group import placement_group
-from rftkit.launch import connect_ray
+from rftkit.cluster import connect_ray
 
 ray.init = functools.partial(ray.init, num_cpus=4, num_gpus=1)  # Ray counts GPUs: this CPU cluster has one
 CONFIG_STUB

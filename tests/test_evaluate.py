@@ -8,7 +8,7 @@ import pytest
 
 from frozenlake.agent import FrozenLakeAgent
 from frozenlake.policies import OracleModel
-from rftkit.evaluation import message_text, run_episodes, wilson_interval
+from rftkit.reports.evaluation import message_text, run_episodes, wilson_interval
 
 from conftest import REPO
 from fake_vllm_server import FakeVLLMServer
@@ -144,7 +144,7 @@ def test_bad_flags_are_refused(frozenlake_data, tmp_path, capsys):
 
 def test_local_llm_episodes_run_and_malformed_actions_are_recorded(frozenlake_data, tmp_path):
     pytest.importorskip("xllamacpp", reason="the xllamacpp wheel is not installed (pip install xllamacpp)")
-    from rftkit.local_llm import default_gguf
+    from rftkit.reports.local_llm import default_gguf
 
     try:
         default_gguf()

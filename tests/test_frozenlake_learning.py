@@ -19,7 +19,7 @@ def test_a_gguf_becomes_an_hf_model_that_transformers_loads_and_chats_with(tmp_p
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from rftkit.local_llm import default_gguf
+    from rftkit.reports.local_llm import default_gguf
 
     folder = learning.hf_from_gguf(default_gguf(), tmp_path / "model")
     tokenizer = AutoTokenizer.from_pretrained(folder)
@@ -172,7 +172,7 @@ def test_before_and_after_are_compared_from_real_reports(tmp_path, frozenlake_da
 
 
 def test_the_sign_test_matches_its_binomial_tails():
-    from rftkit.evaluation import sign_test
+    from rftkit.reports.evaluation import sign_test
 
     assert sign_test(0, 0) == 1.0 and sign_test(3, 3) == 1.0
     assert sign_test(5, 0) == pytest.approx(2 / 32)  # all five the same way: 2 x (1/2)^5
@@ -191,7 +191,7 @@ def test_map_by_map_needs_the_same_maps():
 
 def test_the_wilson_interval_holds_the_rate_at_both_ends():
     """Rounding once put 100/100's upper bound at 1 - 1e-16, and the chart's error bar went negative."""
-    from rftkit.evaluation import wilson_interval
+    from rftkit.reports.evaluation import wilson_interval
 
     for trials in range(1, 201):
         for successes in (0, trials // 3, trials):

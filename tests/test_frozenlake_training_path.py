@@ -10,7 +10,9 @@ import yaml
 from frozenlake import main as frozenlake_main
 from frozenlake.policies import OracleModel, grid_from_prompt, last_user_text
 from frozenlake.workflow import run_frozen_lake
-from rftkit import launch
+from rftkit import cluster, launch
+from rftkit.overrides import load_yaml, resolve_config, write_yaml
+from rftkit.trinity_config import build_trinity_config
 
 from adapter_harness import run_in_adapter
 from conftest import REPO
@@ -71,22 +73,22 @@ def test_dry_run_surfaces_trinity_validation_errors(tmp_path, capsys):
 @pytest.mark.parametrize("nodes,gpus,tp,engines,expected", [
     (1, 2, 1, None, 1), (1, 8, 1, None, 4), (1, 8, 2, None, 2), (2, 8, 1, None, 8), (1, 8, 1, 6, 6)])
 def test_rollout_engines_are_sized_to_the_gpus(nodes, gpus, tp, engines, expected):
-    plan = launch.plan_cluster(nodes, gpus, tp, engines)
+    plan = cluster.plan_cluster(nodes, gpus, tp, engines)
     assert plan == {"node_num": nodes, "gpu_per_node": gpus, "engine_num": expected, "mode": "both"}
 
 
 def test_a_plan_that_starves_the_trainer_is_refused():
     with pytest.raises(ValueError, match="none of the 2"):
-        launch.plan_cluster(1, 2, 1, 2)
+        cluster.plan_cluster(1, 2, 1, 2)
     with pytest.raises(ValueError, match="none of the 4"):
-        launch.plan_cluster(1, 4, 2, 2)
+        cluster.plan_cluster(1, 4, 2, 2)
 
 
 def test_resolved_config_has_absolute_paths_and_keeps_hub_ids(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    raw = launch.load_yaml(REPO / "configs" / "frozenlake.yaml")
+    raw = load_yaml(REPO / "configs" / "frozenlake.yaml")
     plan = {"node_num": 1, "gpu_per_node": 4, "engine_num": 2, "mode": "both"}
-    config = launch.resolve_config(raw, {"checkpoint_root_dir": "runs"}, plan)
+    config = resolve_config(raw, {"checkpoint_root_dir": "runs"}, plan)
     assert config["checkpoint_root_dir"] == str(tmp_path / "runs")
     assert config["buffer"]["explorer_input"]["taskset"]["path"] == str(tmp_path / "data" / "frozenlake")
     assert config["model"]["model_path"] == "Qwen/Qwen2.5-3B-Instruct"
@@ -118,9 +120,9 @@ def test_status_from_tune_decides_the_exit_code(tmp_path, monkeypatch, capsys):
         StateManager(str(job_dir), trainer_name="trainer").save_trainer(current_step=2, sample_strategy_state={})
         return Status()
 
-    monkeypatch.setattr(launch, "detect_cluster", lambda: (1, 2))
-    monkeypatch.setattr(launch, "ensure_ray", lambda: False)
-    monkeypatch.setattr(launch, "connect_ray", lambda trinity_config: None)
+    monkeypatch.setattr(cluster, "detect_cluster", lambda: (1, 2))
+    monkeypatch.setattr(cluster, "ensure_ray", lambda: False)
+    monkeypatch.setattr(cluster, "connect_ray", lambda trinity_config: None)
     monkeypatch.setattr(agentscope.tuner, "tune", tune)
     args = launch_args(tmp_path, "--set", "buffer.total_steps=2", "--attn", "sdpa")
     assert launch.launch(args, run_frozen_lake) == 1
@@ -156,12 +158,12 @@ def test_bots_config_builds_its_selector_on_the_generated_maps(frozenlake_data, 
 
     from rftkit.trinity_plugins.resumable_bots import ResumableDifficultyBasedSelector
 
-    raw = launch.load_yaml(REPO / "configs" / "frozenlake_difficulty.yaml")
-    config = launch.resolve_config(raw, {"buffer.explorer_input.taskset.path": str(frozenlake_data),
+    raw = load_yaml(REPO / "configs" / "frozenlake_difficulty.yaml")
+    config = resolve_config(raw, {"buffer.explorer_input.taskset.path": str(frozenlake_data),
                                          "buffer.explorer_input.eval_tasksets.0.path": str(frozenlake_data),
                                          "checkpoint_root_dir": str(tmp_path)},
-                                   launch.plan_cluster(1, 2, 1, None))
-    trinity_config = launch.build_trinity_config(launch.write_yaml(config, tmp_path / "c.yaml"), run_frozen_lake)
+                                   cluster.plan_cluster(1, 2, 1, None))
+    trinity_config = build_trinity_config(write_yaml(config, tmp_path / "c.yaml"), run_frozen_lake)
     scheduler = get_taskset_scheduler({}, trinity_config)
     selector = scheduler.tasksets[0].reader.selector
     assert isinstance(selector, ResumableDifficultyBasedSelector)
@@ -176,7 +178,7 @@ def test_launch_refuses_data_without_the_selector_features(tmp_path, monkeypatch
     import pyarrow.parquet as pq
 
     pq.write_table(pa.table({"seed": [1], "size": [2], "p": [0.8]}), tmp_path / "train.parquet")
-    monkeypatch.setattr(launch, "detect_cluster", lambda: (1, 2))
+    monkeypatch.setattr(cluster, "detect_cluster", lambda: (1, 2))
     with pytest.raises(SystemExit, match="random_pass_rate"):
         frozenlake_main.main(["--config", str(REPO / "configs" / "frozenlake_difficulty.yaml"),
                               "--data-dir", str(tmp_path), "--checkpoint-dir", str(tmp_path / "c")])
@@ -192,12 +194,12 @@ def test_ensure_ray_starts_a_local_head_that_tune_can_reach():
     except ConnectionError:
         pass
     try:
-        assert launch.ensure_ray() is True
+        assert cluster.ensure_ray() is True
         ray.init(address="auto", logging_level="ERROR")  # what tune() does first
         assert ray.cluster_resources().get("CPU", 0) >= 1
         ray.shutdown()
-        assert launch.ensure_ray() is False  # already running: left alone
+        assert cluster.ensure_ray() is False  # already running: left alone
     finally:
-        launch.ray_cli("stop")
+        cluster.ray_cli("stop")
     with pytest.raises(ConnectionError):
         ray.init(address="auto", logging_level="ERROR")

@@ -5,7 +5,7 @@
 1. The model alone, with the head layouts of the examples' models (Qwen2.5-3B: 16 query heads to 2
    KV heads; Qwen3-0.6B: 16 to 8, with q/k norms), at their full depth, on a batch of mixed
    lengths, without and with autograd. The yardstick is the same weights in fp32 with padded sdpa:
-   in bf16, the packed path (rftkit.packed_attention plus rftkit.logprobs) must be as close to it
+   in bf16, the packed path (rftkit.trainer.packed_attention plus rftkit.trainer.logprobs) must be as close to it
    as padded sdpa in bf16 is (within 10%), and its gradients must point the same way. A control
    packs the same sequences under plain sdpa with a mask of ones, which lets them attend to each
    other: it must land far outside, so that the comparison can tell.
@@ -35,7 +35,7 @@ def build(architecture: str):
     from transformers import AutoConfig, AutoModelForCausalLM
 
     from gpu.tiny_model import ARCHITECTURES
-    from rftkit import packed_attention
+    from rftkit.trainer import packed_attention
 
     packed_attention.register()
     spec = dict(ARCHITECTURES[architecture])
@@ -55,7 +55,7 @@ def padded_logprobs(model, sequences):
 
 
 def packed_logprobs(model, sequences, boundaries: bool = True):
-    from rftkit.logprobs import token_log_probs
+    from rftkit.trainer.logprobs import token_log_probs
 
     tokens = torch.cat(sequences)
     positions = torch.cat([torch.arange(len(s), device="cuda") for s in sequences])
@@ -74,7 +74,7 @@ def packed_logprobs(model, sequences, boundaries: bool = True):
 @pytest.mark.parametrize("architecture", ["Qwen2.5-3B", "Qwen3-0.6B"])
 @pytest.mark.parametrize("grad", [False, True], ids=["no_grad", "autograd"])
 def test_packed_log_probs_are_as_exact_as_padded_sdpa_in_bf16(architecture, grad):
-    from rftkit import packed_attention
+    from rftkit.trainer import packed_attention
 
     exact, model = build(architecture)
     generator = torch.Generator().manual_seed(1)
@@ -116,7 +116,7 @@ def test_the_trainer_gives_the_padded_paths_log_probs_on_the_packed_path(tmp_pat
     for example in ("frozenlake", "math"):
         new = summary[example]["settings"]["varlen"]
         assert new["attention loaded"] == "rftkit_varlen" and new["padding removal"] is True
-        assert new["verl's log-prob fallback"] == "rftkit.logprobs.token_log_probs"
+        assert new["verl's log-prob fallback"] == "rftkit.trainer.logprobs.token_log_probs"
         assert new["log-prob gap to sdpa-blocks"]["within"] is True
         assert new["reference weights"] == "torch.bfloat16 on cpu"
         assert new["weight sync dtypes"] == "torch.bfloat16" and new["weight sync as object-store views"] is True

@@ -156,7 +156,7 @@ def test_every_folder_says_what_it_holds():
 
 
 FIFTH = 0.21
-ALLOWED_LARGE_TODAY = {"gpu", "rftkit"}
+ALLOWED_LARGE_TODAY = {"gpu"}
 
 
 def test_no_folder_holds_more_than_a_fifth_of_the_code():

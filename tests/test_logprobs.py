@@ -1,11 +1,11 @@
-"""rftkit.logprobs: token log-probabilities in blocks, and the patch that hands them to verl."""
+"""rftkit.trainer.logprobs: token log-probabilities in blocks, and the patch that hands them to verl."""
 
 import types
 
 import pytest
 import torch
 
-from rftkit import logprobs
+from rftkit.trainer import logprobs
 
 
 @pytest.fixture

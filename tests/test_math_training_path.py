@@ -13,7 +13,9 @@ import yaml
 from math_bots import main as math_main
 from math_bots.judge import gsm8k_judge
 from math_bots.workflow import run_react_agent
-from rftkit import launch
+from rftkit import cluster
+from rftkit.overrides import load_yaml, resolve_config, write_yaml
+from rftkit.trinity_config import build_trinity_config
 
 from adapter_harness import run_in_adapter
 from conftest import REPO
@@ -64,13 +66,13 @@ def bots_config(tmp_path):
     for name, n in (("train", 64), ("test", 8)):
         (tmp_path / name).mkdir()
         pq.write_table(gsm8k_rows(n, rng), tmp_path / name / f"{name}.parquet")
-    raw = launch.load_yaml(CONFIGS / "config_difficulty.yaml")
-    config = launch.resolve_config(raw, {
+    raw = load_yaml(CONFIGS / "config_difficulty.yaml")
+    config = resolve_config(raw, {
         "buffer.explorer_input.taskset.path": str(tmp_path / "train"),
         "buffer.explorer_input.eval_tasksets.0.path": str(tmp_path / "test"),
         "buffer.explorer_input.eval_tasksets.0.split": "test",
-        "checkpoint_root_dir": str(tmp_path / "ckpt")}, launch.plan_cluster(1, 2, 1, None))
-    return launch.build_trinity_config(launch.write_yaml(config, tmp_path / "config.yaml"),
+        "checkpoint_root_dir": str(tmp_path / "ckpt")}, cluster.plan_cluster(1, 2, 1, None))
+    return build_trinity_config(write_yaml(config, tmp_path / "config.yaml"),
                                        run_react_agent, gsm8k_judge)
 
 
@@ -151,7 +153,7 @@ def test_wrong_answer_inside_the_adapter_scores_zero():
 
 
 def test_code_execution_is_cut_off_at_the_timeout():
-    from math_bots.workflow import make_toolkit
+    from math_bots.python_tool import make_toolkit
 
     async def run():
         toolkit = make_toolkit(code_timeout=1)
@@ -175,7 +177,7 @@ def test_training_without_gpu_exits_nonzero(tmp_path, capsys):
 
 
 def test_launch_refuses_to_start_without_data(tmp_path, monkeypatch):
-    monkeypatch.setattr(launch, "detect_cluster", lambda: (1, 2))
+    monkeypatch.setattr(cluster, "detect_cluster", lambda: (1, 2))
     (tmp_path / "aime").mkdir()
     pq.write_table(gsm8k_rows(2, np.random.default_rng(0)), tmp_path / "aime" / "test.parquet")
     with pytest.raises(SystemExit, match=f"{tmp_path / 'train' / 'train.parquet'}: no such file; "

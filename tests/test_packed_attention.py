@@ -1,6 +1,6 @@
 """The packed attention (`--attn varlen`) on CPU: the plumbing through transformers, not the CUDA kernels.
 
-On CPU `rftkit.packed_attention` runs causal sdpa one sequence at a time; on CUDA the same function
+On CPU `rftkit.trainer.packed_attention` runs causal sdpa one sequence at a time; on CUDA the same function
 calls torch's varlen kernels (tests/test_gpu_trainer_path.py checks those). Here: transformers accepts
 the name, packed sequences stay apart whichever way their boundaries arrive, grouped-query heads are
 laid out as transformers lays them out, and input it cannot handle is refused.
@@ -10,7 +10,7 @@ import pytest
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM
 
-from rftkit import packed_attention
+from rftkit.trainer import packed_attention
 
 packed_attention.register()
 LENGTHS = (7, 13, 1, 5)
@@ -104,7 +104,7 @@ def test_checkpoints_name_no_attention_so_they_load_anywhere(attention, tmp_path
 
     load_tokenizer(None).save_pretrained(tmp_path)
     code = f"""
-from rftkit.attention import worker_setup
+from rftkit.trainer.attention import worker_setup
 worker_setup()
 from transformers import AutoModelForCausalLM
 from verl.workers.config.model import HFModelConfig

@@ -1,4 +1,4 @@
-"""rftkit.ref_model: verl's forward-only reference model built without CPU offload unless the config asks
+"""rftkit.trainer.ref_model: verl's forward-only reference model built without CPU offload unless the config asks
 for it, what the dry run says about it, and the patch stopping when what it patches has moved. The trainer
 worker itself runs both placements in tests/test_trainer_speed.py (same reference log-probs)."""
 
@@ -8,7 +8,7 @@ import pytest
 from verl.workers.config.engine import FSDPEngineConfig
 
 from frozenlake import main as frozenlake_main
-from rftkit import ref_model
+from rftkit.trainer import ref_model
 
 
 def fake_verl(seen):
@@ -54,7 +54,7 @@ def test_the_patch_stops_when_verl_has_moved():
 def test_the_real_verl_still_has_what_the_patch_replaces():
     import verl.workers.engine.fsdp.transformer_impl as impl
 
-    from rftkit.import_patch import source_has
+    from rftkit.trainer.import_patch import source_has
 
     assert source_has(impl.FSDPEngine._build_fsdp_module, ref_model.FORCED)
 

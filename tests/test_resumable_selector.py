@@ -13,7 +13,7 @@ from trinity.buffer.reader.file_reader import _HFBatchReader
 from trinity.buffer.selector import SELECTORS
 from trinity.common.config import Config, DataSelectorConfig
 
-from rftkit import launch
+from rftkit.trinity_config import PLUGIN_DIR, PLUGIN_DIRS_ENV, use_plugins
 from rftkit.trinity_plugins.resumable_bots import NAME, ResumableDifficultyBasedSelector
 
 KWARGS = {"m": 8, "lamb": 0.1, "rho": 0.1, "target_reward": 0.8, "tau": 0, "do_sample": True}
@@ -86,7 +86,7 @@ def test_old_checkpoints_load_and_mismatched_ones_are_refused():
 
 def test_trinity_actors_find_it_through_the_plugin_dir():
     """What the Explorer actor does at start: load_plugins() from TRINITY_PLUGIN_DIRS, then build selectors."""
-    env = {**os.environ, launch.PLUGIN_DIRS_ENV: str(launch.PLUGIN_DIR)}
+    env = {**os.environ, PLUGIN_DIRS_ENV: str(PLUGIN_DIR)}
     code = ("from trinity.utils.plugin_loader import load_plugins; load_plugins(); "
             "from trinity.buffer.selector import SELECTORS; "
             f"print(SELECTORS.get({NAME!r}).__name__)")
@@ -95,10 +95,10 @@ def test_trinity_actors_find_it_through_the_plugin_dir():
 
 
 def test_the_launcher_passes_the_plugin_dir_to_ray(monkeypatch):
-    monkeypatch.delenv(launch.PLUGIN_DIRS_ENV, raising=False)
-    launch.use_plugins()
-    launch.use_plugins()  # idempotent
-    assert Config().get_envs()[launch.PLUGIN_DIRS_ENV] == str(launch.PLUGIN_DIR)
-    monkeypatch.setenv(launch.PLUGIN_DIRS_ENV, "/opt/my_plugins")
-    launch.use_plugins()
-    assert os.environ[launch.PLUGIN_DIRS_ENV] == os.pathsep.join(["/opt/my_plugins", str(launch.PLUGIN_DIR)])
+    monkeypatch.delenv(PLUGIN_DIRS_ENV, raising=False)
+    use_plugins()
+    use_plugins()  # idempotent
+    assert Config().get_envs()[PLUGIN_DIRS_ENV] == str(PLUGIN_DIR)
+    monkeypatch.setenv(PLUGIN_DIRS_ENV, "/opt/my_plugins")
+    use_plugins()
+    assert os.environ[PLUGIN_DIRS_ENV] == os.pathsep.join(["/opt/my_plugins", str(PLUGIN_DIR)])

@@ -12,7 +12,9 @@ import pytest
 
 from math_bots.judge import gsm8k_judge
 from math_bots.workflow import run_react_agent
-from rftkit import launch, run_state, supervise
+from rftkit import cluster, run_state, supervise
+from rftkit.overrides import load_yaml, resolve_config, write_yaml
+from rftkit.trinity_config import build_trinity_config
 from rftkit.inputs import InputError
 
 from conftest import REPO
@@ -37,13 +39,13 @@ def bots_run(tmp_path):
     """config_difficulty.yaml as the launcher resolves it: 64 tasks, batch 4, 8 explore steps."""
     (tmp_path / "train").mkdir()
     pq.write_table(gsm8k_rows(64, np.random.default_rng(0)), tmp_path / "train" / "train.parquet")
-    raw = launch.load_yaml(REPO / "configs" / "config_difficulty.yaml")
-    config = launch.resolve_config(raw, {
+    raw = load_yaml(REPO / "configs" / "config_difficulty.yaml")
+    config = resolve_config(raw, {
         "buffer.explorer_input.taskset.path": str(tmp_path / "train"),
         "buffer.explorer_input.eval_tasksets": [], "buffer.batch_size": BATCH,
         "buffer.total_steps": TOTAL_STEPS, "checkpoint_root_dir": str(tmp_path / "ckpt")},
-        launch.plan_cluster(1, 2, 1, None))
-    return launch.build_trinity_config(launch.write_yaml(config, tmp_path / "config.yaml"),
+        cluster.plan_cluster(1, 2, 1, None))
+    return build_trinity_config(write_yaml(config, tmp_path / "config.yaml"),
                                        run_react_agent, gsm8k_judge)
 
 

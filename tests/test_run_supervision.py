@@ -9,7 +9,9 @@ import pytest
 import yaml
 
 from frozenlake.workflow import run_frozen_lake
-from rftkit import launch, supervise
+from rftkit import cluster, launch, supervise
+from rftkit.overrides import load_yaml, resolve_config
+from rftkit.trinity_config import validate
 
 from conftest import REPO
 
@@ -87,10 +89,10 @@ class Status:
 @pytest.fixture
 def trinity_config(tmp_path):
     """The validated config of a 2-step FrozenLake run, checkpoints under tmp_path."""
-    raw = launch.load_yaml(REPO / "configs" / "frozenlake.yaml")
-    config = launch.resolve_config(raw, {"checkpoint_root_dir": str(tmp_path), "buffer.total_steps": 2},
-                                   launch.plan_cluster(1, 2, 1, None))
-    return launch.validate(config, run_frozen_lake)
+    raw = load_yaml(REPO / "configs" / "frozenlake.yaml")
+    config = resolve_config(raw, {"checkpoint_root_dir": str(tmp_path), "buffer.total_steps": 2},
+                                   cluster.plan_cluster(1, 2, 1, None))
+    return validate(config, run_frozen_lake)
 
 
 def save_steps(trinity_config, explorer=None, trainer=None):
@@ -164,16 +166,16 @@ def test_a_hung_run_with_a_dead_explorer_exits_nonzero_within_seconds(tmp_path, 
             time.sleep(3600)  # waiting for experiences that will never come
 
     def tune(config_path, **kwargs):  # Trinity's both(): wait for the Trainer after the Explorer returned
-        trinity_config = launch.validate(yaml.safe_load(open(config_path)), run_frozen_lake)
+        trinity_config = validate(yaml.safe_load(open(config_path)), run_frozen_lake)
         trainer = Trainer.options(name=trinity_config.trainer.name, namespace=trinity_config.ray_namespace).remote()
         write_logs(Path(trinity_config.log.save_dir),
                    explorer=[log_line("ERROR", "10:00:00", f"Error in Explorer: {TRACEBACK}")])
         ray.wait([trainer.train.remote()], timeout=3600)
         return Status(True)
 
-    monkeypatch.setattr(launch, "detect_cluster", lambda: (1, 2))
-    monkeypatch.setattr(launch, "ensure_ray", lambda: False)
-    monkeypatch.setattr(launch, "connect_ray", lambda trinity_config: ray.init(
+    monkeypatch.setattr(cluster, "detect_cluster", lambda: (1, 2))
+    monkeypatch.setattr(cluster, "ensure_ray", lambda: False)
+    monkeypatch.setattr(cluster, "connect_ray", lambda trinity_config: ray.init(
         namespace=trinity_config.ray_namespace, num_cpus=2, include_dashboard=False, logging_level="ERROR"))
     monkeypatch.setattr(agentscope.tuner, "tune", tune)
     parser = argparse.ArgumentParser()
@@ -193,7 +195,8 @@ CTRL_C_DURING_TRAINING = """
 import sys, time
 import agentscope.tuner, ray, yaml
 from frozenlake.workflow import run_frozen_lake
-from rftkit import launch
+from rftkit import cluster, launch
+from rftkit.trinity_config import validate
 
 @ray.remote
 class Trainer:
@@ -201,14 +204,14 @@ class Trainer:
         time.sleep(3600)
 
 def tune(config_path, **kwargs):  # Trinity's both(): wait for the Explorer and the Trainer in ray.wait
-    trinity_config = launch.validate(yaml.safe_load(open(config_path)), run_frozen_lake)
+    trinity_config = validate(yaml.safe_load(open(config_path)), run_frozen_lake)
     trainer = Trainer.options(name=trinity_config.trainer.name, namespace=trinity_config.ray_namespace).remote()
     print("training", flush=True)
     ray.wait([trainer.train.remote()], num_returns=1)
 
-launch.detect_cluster = lambda: (1, 2)
-launch.ensure_ray = lambda: False
-launch.connect_ray = lambda trinity_config: ray.init(namespace=trinity_config.ray_namespace, num_cpus=2,
+cluster.detect_cluster = lambda: (1, 2)
+cluster.ensure_ray = lambda: False
+cluster.connect_ray = lambda trinity_config: ray.init(namespace=trinity_config.ray_namespace, num_cpus=2,
                                                      include_dashboard=False, logging_level="ERROR")
 agentscope.tuner.tune = tune
 parser = launch.argparse.ArgumentParser()

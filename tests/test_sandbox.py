@@ -1,4 +1,4 @@
-"""The math agent's Python tool: agentscope's tool as the model sees it, run in math_bots.sandbox.
+"""The math agent's Python tool: agentscope's tool as the model sees it, run in math_bots.python_tool.sandbox.
 
 Hostile snippets each end within their limit, come back as a tool result the agent can read, and
 leave nothing behind: no work dir, no process, no change to the parent's files.
@@ -16,8 +16,7 @@ import pytest
 from agentscope.tool import Toolkit
 from agentscope.tool import execute_python_code as agentscope_tool
 
-from math_bots import sandbox
-from math_bots.workflow import make_toolkit
+from math_bots.python_tool import make_toolkit, sandbox
 
 ENFORCED = sandbox.enforced()  # what this machine allows; the first call chooses it
 SECRET = "sk-test-0123456789abcdef"

@@ -44,9 +44,9 @@ def runs(tiny_model, tmp_path_factory):
 def test_the_new_setting_runs_packed_with_block_log_probs_and_a_bf16_sync_of_views(runs):
     new = runs["varlen"]
     assert new["attention loaded"] == "rftkit_varlen" and new["padding removal"] is True
-    assert new["verl's log-prob fallback"] == "rftkit.logprobs.token_log_probs"
+    assert new["verl's log-prob fallback"] == "rftkit.trainer.logprobs.token_log_probs"
     assert new["reference weights"].startswith("torch.bfloat16")  # the launcher's dtype
-    assert new["reference offloaded to the CPU"] is False  # rftkit.ref_model keeps it on the GPU
+    assert new["reference offloaded to the CPU"] is False  # rftkit.trainer.ref_model keeps it on the GPU
     assert new["weight sync dtypes"] == "torch.bfloat16" and new["weight sync tensors"] > 0
     assert new["weight sync as object-store views"] is True  # through Trinity's real Synchronizer actor
     assert new["attention in the checkpoint config"] is None  # a checkpoint loads without rftkit
@@ -78,7 +78,7 @@ def test_a_step_is_timed_and_counted(runs):
 
 
 def test_the_reference_model_on_the_gpu_or_not_gives_the_same_log_probs(runs):
-    """rftkit.ref_model changes where the reference weights live, not what they compute; its config key
+    """rftkit.trainer.ref_model changes where the reference weights live, not what they compute; its config key
     (the reference model's param_offload) gives verl's placement back."""
     on_gpu, offloaded = runs["varlen"], runs["varlen-ref-cpu"]
     assert offloaded["reference offloaded to the CPU"] is True and on_gpu["reference offloaded to the CPU"] is False

@@ -9,19 +9,21 @@ from frozenlake.workflow import run_frozen_lake
 from math_bots import main as math_main
 from math_bots.judge import gsm8k_judge
 from math_bots.workflow import run_react_agent
-from rftkit import launch
-from rftkit.evaluation import message_text
+from rftkit import cluster
+from rftkit.overrides import load_yaml, resolve_config
+from rftkit.trinity_config import validate
+from rftkit.reports.evaluation import message_text
 
 from conftest import REPO
 from scripted_model import ScriptedModel
 
-PLAN = launch.plan_cluster(1, 8, 1, None)  # 4 engines
+PLAN = cluster.plan_cluster(1, 8, 1, None)  # 4 engines
 
 
 def validated(name, tmp_path, workflow, judge=None, overrides=None):
-    raw = launch.load_yaml(REPO / "configs" / name)
-    config = launch.resolve_config(raw, {"checkpoint_root_dir": str(tmp_path), **(overrides or {})}, PLAN)
-    return launch.validate(config, workflow, judge)
+    raw = load_yaml(REPO / "configs" / name)
+    config = resolve_config(raw, {"checkpoint_root_dir": str(tmp_path), **(overrides or {})}, PLAN)
+    return validate(config, workflow, judge)
 
 
 @pytest.mark.parametrize("name", ["config_random.yaml", "config_difficulty.yaml"])

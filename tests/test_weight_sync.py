@@ -1,4 +1,4 @@
-"""rftkit.weight_sync: the colocated weight hand-over in the engine's dtype, on an FSDP2 model on CPU."""
+"""rftkit.trainer.weight_sync: the colocated weight hand-over in the engine's dtype, on an FSDP2 model on CPU."""
 
 import os
 import subprocess
@@ -7,7 +7,7 @@ import types
 
 import pytest
 
-from rftkit import weight_sync
+from rftkit.trainer import weight_sync
 
 from conftest import REPO, trinity_config_stub
 
@@ -27,7 +27,7 @@ for layer in model:
 fully_shard(model, mesh=mesh)
 import trinity.trainer.verl.fsdp_engine as fsdp_engine
 original = fsdp_engine.get_fsdp_full_state_dict(model, offload_to_cpu=True, rank0_only=True)
-from rftkit.weight_sync import use_engine_dtype
+from rftkit.trainer.weight_sync import use_engine_dtype
 use_engine_dtype(fsdp_engine)
 cast = fsdp_engine.get_fsdp_full_state_dict(model, offload_to_cpu=True, rank0_only=True)
 assert list(cast) == list(original), (list(cast), list(original))
@@ -85,7 +85,7 @@ def test_a_colocated_launch_gives_every_worker_the_engine_dtype():
     Trainer with environment variables of their own, must still see it."""
     code = """
 import os, ray
-from rftkit.launch import connect_ray
+from rftkit.cluster import connect_ray
 
 @ray.remote
 class Worker:
@@ -123,7 +123,8 @@ def test_a_tensor_survives_its_byte_view(make):
 
 VIEWS_IN_A_COLOCATED_RUN = """
 import ray, torch
-from rftkit import weight_sync, workers
+from rftkit import workers
+from rftkit.trainer import weight_sync
 workers.setup_colocated()  # what Ray's hook runs in every worker of a colocated run
 import trinity.manager.synchronizer as synchronizer
 import trinity.trainer.verl.fsdp_engine as fsdp_engine

@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 from types import ModuleType
 
-from rftkit.import_patch import patch_on_import, source_has
+from rftkit.trainer.import_patch import patch_on_import, source_has
 
 FSDP_IMPL = "verl.workers.engine.fsdp.transformer_impl"  # written against verl 0.8.0
 FORCED = "if self.engine_config.offload_policy or self.engine_config.forward_only:"
@@ -28,7 +28,7 @@ def keep_on_gpu(module: ModuleType) -> None:
     if getattr(build, "keeps_reference_on_gpu", False):
         return
     if not source_has(build, FORCED):
-        raise RuntimeError(f"rftkit.ref_model: {FSDP_IMPL}.FSDPEngine._build_fsdp_module no longer offloads a "
+        raise RuntimeError(f"rftkit.trainer.ref_model: {FSDP_IMPL}.FSDPEngine._build_fsdp_module no longer offloads a "
                            "forward-only model as verl 0.8.0 did; this patch must be checked against it")
 
     def _build_fsdp_module(self, fsdp_module):

@@ -8,8 +8,8 @@ CUDA 13). The launcher's `--attn` picks one of:
 
 * `flash_attention_2`: flash-attn's kernels, sequences packed without padding (as shipped upstream).
 * `varlen`: the same packing without flash-attn: PyTorch's own variable-length FlashAttention
-  kernels (`rftkit.packed_attention`), and log-probabilities in a few large kernels instead of
-  verl's row-by-row fallback (`rftkit.logprobs`).
+  kernels (`rftkit.trainer.packed_attention`), and log-probabilities in a few large kernels instead of
+  verl's row-by-row fallback (`rftkit.trainer.logprobs`).
 * `sdpa` / `eager`: padded micro-batches, no packing (the slow path, kept for comparison).
 * `auto`, the default: `flash_attention_2` when flash-attn imports here, else `varlen` when this
   torch has `torch.nn.attention.varlen`, else `sdpa`. An attention set in the YAML is kept
@@ -18,7 +18,7 @@ CUDA 13). The launcher's `--attn` picks one of:
 `worker_setup`, Ray's `worker_process_setup_hook`, prepares every worker of a run: it registers
 the `varlen` attention with transformers, keeps the trainer's attention out of checkpoints'
 config.json (so they load anywhere, flash-attn or not), and, where flash-attn is absent, points verl at its
-pure-torch padding helpers (`verl/utils/npu_flash_attn_utils.py`) and at `rftkit.logprobs`. Each
+pure-torch padding helpers (`verl/utils/npu_flash_attn_utils.py`) and at `rftkit.trainer.logprobs`. Each
 takes effect when the module it changes is imported, so workers that never load verl pay nothing.
 
 No module is ever installed under the name `flash_attn`: vLLM imports its rotary kernels as soon
@@ -29,8 +29,8 @@ from __future__ import annotations
 
 import importlib.util
 
-from rftkit import logprobs, packed_attention
-from rftkit.import_patch import patch_on_import
+from rftkit.trainer import logprobs, packed_attention
+from rftkit.trainer.import_patch import patch_on_import
 
 ATTN_KEY = "trainer.trainer_config.model.override_config.attn_implementation"
 PADDING_KEY = "trainer.use_remove_padding"
@@ -43,13 +43,6 @@ SETTINGS = {
     "eager": ("eager", False),
 }
 ATTN_CHOICES = ("auto", *SETTINGS)
-
-MISSING_FLASH_ATTN = """\
-{config}: the trainer is set to load the model with attn_implementation={attn}, which needs the
-flash-attn package, and `import flash_attn` fails here ({reason}).
-Either install a flash-attn build that matches this torch ({torch}) and CUDA, or train without it:
-leave --attn at auto (the packed path without flash-attn), or add `--attn varlen`."""
-
 
 def overrides(choice: str) -> dict:
     """The config keys that select `choice` (a key of SETTINGS)."""
@@ -87,8 +80,8 @@ def describe(config: dict) -> str:
     padding_removal = (config.get("trainer") or {}).get("use_remove_padding", True)  # Trinity's default
     if implementation == packed_attention.NAME:
         return (f"{implementation} (torch varlen kernels, packed micro-batches), padding removal "
-                f"{padding_removal}, log-probs in blocks (rftkit.logprobs)")
-    kernel = "flash-attn's cross-entropy" if flash_attn_error() is None else "blocks (rftkit.logprobs)"
+                f"{padding_removal}, log-probs in blocks (rftkit.trainer.logprobs)")
+    kernel = "flash-attn's cross-entropy" if flash_attn_error() is None else "blocks (rftkit.trainer.logprobs)"
     return f"{implementation}, padding removal {padding_removal}, log-probs by {kernel}"
 
 
@@ -99,21 +92,6 @@ def flash_attn_error() -> str | None:
     except Exception as exc:  # noqa: BLE001 - a broken build raises more than ImportError
         return f"{type(exc).__name__}: {exc}"
     return None
-
-
-def check_attention(config: dict, config_name: str) -> None:
-    """Stop before launch if the configured attention needs flash-attn and it is not importable."""
-    attn = configured_attention(config) or TRINITY_DEFAULT_ATTN
-    if attn != "flash_attention_2":
-        return
-    reason = flash_attn_error()
-    if reason is not None:
-        import torch
-
-        from rftkit.inputs import InputError  # a config this machine cannot run: exit 2, before anything starts
-
-        raise InputError(MISSING_FLASH_ATTN.format(config=config_name, attn=attn, reason=reason,
-                                                   torch=torch.__version__))
 
 
 def use_torch_padding(attention_utils) -> None:

@@ -8,7 +8,7 @@ fp32 like flash-attn's kernel, and keeps no fp32 copy of the logits for the back
 recomputes the softmax of each block there), so a long micro-batch needs no more memory than the
 loop did.
 
-`use_in_verl` points verl's fallback at it, inside each trainer process (rftkit.attention's
+`use_in_verl` points verl's fallback at it, inside each trainer process (rftkit.trainer.attention's
 worker setup), when flash-attn is absent.
 """
 
@@ -18,7 +18,7 @@ from types import ModuleType
 
 import torch
 
-from rftkit.import_patch import source_has
+from rftkit.trainer.import_patch import source_has
 
 VERL_VERSION = "0.8.0"  # the verl this patch was written against
 # One block of fp32 logits is at most this many elements (1 GiB): 1,766 rows of Qwen's 151,936 tokens.
@@ -72,9 +72,9 @@ def use_in_verl(torch_functional: ModuleType) -> None:
                                 "logprobs_from_logits_v2(logits, labels)")
     if fallback is None or not calls_fallback:
         raise RuntimeError(
-            f"rftkit.logprobs was written against verl {VERL_VERSION}, whose "
+            f"rftkit.trainer.logprobs was written against verl {VERL_VERSION}, whose "
             f"verl.utils.torch_functional.logprobs_from_logits falls back to logprobs_from_logits_v2(logits, labels); "
-            f"this verl ({_version()}) does not, so the patch cannot apply: update rftkit/logprobs.py")
+            f"this verl ({_version()}) does not, so the patch cannot apply: update rftkit/trainer/logprobs.py")
     if fallback is not token_log_probs:
         torch_functional.logprobs_from_logits_v2 = token_log_probs
 

@@ -4,7 +4,7 @@ On a single GPU Trinity runs its one vLLM engine and the FSDP trainer side by si
 same device: the engine is held to a quarter of the GPU's memory and is pointed at the GPU
 by `explorer.rollout_model.cuda_visible_devices`, and the weights reach it through Ray's
 object store after each step (sync method `memory`) instead of NCCL, cast to the engine's
-dtype before they leave the trainer and sent as byte views, not pickled (`rftkit.weight_sync`).
+dtype before they leave the trainer and sent as byte views, not pickled (`rftkit.trainer.weight_sync`).
 
 Trinity-RFT 0.6.0 never gets that far. Its engine allocator asks Ray for a whole GPU for the
 engine (in a placement group), and the trainer's worker asks for the same, only, GPU: the
@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from rftkit import weight_sync
-from rftkit.import_patch import patch_on_import
+from rftkit.trainer import weight_sync
+from rftkit.trainer.import_patch import patch_on_import
 
 ALLOCATOR = "trinity.common.models.allocator"
 # Trinity's own cap on the colocated engine's share of GPU memory (its config validator
@@ -66,7 +66,7 @@ def engines_reserve_no_gpu(allocator: ModuleType) -> None:
 
 def worker_setup() -> None:
     """In every worker of a colocated run (`rftkit.workers.setup_colocated`): engines without a Ray
-    GPU, and the weights handed to the engine in its own dtype, as byte views (rftkit.weight_sync)."""
+    GPU, and the weights handed to the engine in its own dtype, as byte views (rftkit.trainer.weight_sync)."""
     patch_on_import(ALLOCATOR, engines_reserve_no_gpu)
     patch_on_import(weight_sync.FSDP_ENGINE, weight_sync.use_engine_dtype)
     patch_on_import(weight_sync.FSDP_ENGINE, weight_sync.send_uploads_as_views)

@@ -9,7 +9,7 @@ leaves it: the engine ends up with the same bf16 values (the same round-to-neare
 earlier), and every copy on the way is half as large.
 
 `use_engine_dtype` changes the one gather that Trinity's `fsdp_upload_state_dict` makes, in
-trainer processes (rftkit.colocate's worker setup), when the launcher has set `DTYPE_ENV` to the
+trainer processes (rftkit.trainer.colocate's worker setup), when the launcher has set `DTYPE_ENV` to the
 rollout engine's dtype. Integer and boolean buffers are left as they are.
 
 Ray pickles a torch tensor's bytes by default, about 200 MB/s on the H200 machine (30 s of a 3B
@@ -30,7 +30,7 @@ import os
 import warnings
 from types import ModuleType
 
-from rftkit.import_patch import source_has
+from rftkit.trainer.import_patch import source_has
 
 TRINITY_VERSION = "0.6.0"  # the Trinity-RFT this patch was written against
 FSDP_ENGINE = "trinity.trainer.verl.fsdp_engine"
@@ -84,9 +84,9 @@ def use_engine_dtype(fsdp_engine: ModuleType) -> None:
     upload = getattr(fsdp_engine, "fsdp_upload_state_dict", None)
     if not source_has(upload, GATHER_CALL) or not hasattr(fsdp_engine, "get_fsdp_full_state_dict"):
         raise RuntimeError(
-            f"rftkit.weight_sync was written against Trinity-RFT {TRINITY_VERSION}, whose "
+            f"rftkit.trainer.weight_sync was written against Trinity-RFT {TRINITY_VERSION}, whose "
             f"fsdp_upload_state_dict gathers with {GATHER_CALL}; this Trinity does not, so the "
-            f"bf16 weight sync cannot apply: update rftkit/weight_sync.py or unset {DTYPE_ENV}")
+            f"bf16 weight sync cannot apply: update rftkit/trainer/weight_sync.py or unset {DTYPE_ENV}")
     import torch
 
     dtype = getattr(torch, dtype_name)
@@ -139,9 +139,9 @@ def send_uploads_as_views(fsdp_engine: ModuleType) -> None:
         return
     if not source_has(upload, UPLOAD_CALL):
         raise RuntimeError(
-            f"rftkit.weight_sync was written against Trinity-RFT {TRINITY_VERSION}, whose "
+            f"rftkit.trainer.weight_sync was written against Trinity-RFT {TRINITY_VERSION}, whose "
             f"fsdp_upload_state_dict sends the weights with {UPLOAD_CALL}; this Trinity does not: "
-            f"update rftkit/weight_sync.py")
+            f"update rftkit/trainer/weight_sync.py")
 
     @functools.wraps(upload)
     def upload_as_views(*args, **kwargs):
@@ -160,9 +160,9 @@ def synchronizer_sends_views(synchronizer: ModuleType) -> None:
     missing = [name for name in SYNCHRONIZER_SENDS if not callable(getattr(cls, name, None))]
     if missing:
         raise RuntimeError(
-            f"rftkit.weight_sync was written against Trinity-RFT {TRINITY_VERSION}, whose Synchronizer "
+            f"rftkit.trainer.weight_sync was written against Trinity-RFT {TRINITY_VERSION}, whose Synchronizer "
             f"hands weights out through {', '.join(SYNCHRONIZER_SENDS)}; this one has no {', '.join(missing)}: "
-            f"update rftkit/weight_sync.py")
+            f"update rftkit/trainer/weight_sync.py")
     iterate, get = (getattr(cls, name) for name in SYNCHRONIZER_SENDS)
     if getattr(iterate, "sends_views", False):
         return

@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils.weak import WeakIdKeyDictionary
 
-from rftkit.import_patch import source_has
+from rftkit.trainer.import_patch import source_has
 
 NAME = "rftkit_varlen"
 VERL_VERSION = "0.8.0"  # the verl `keep_out_of_checkpoints` was written against
@@ -134,9 +134,9 @@ def keep_out_of_checkpoints(model_config_module) -> None:
     if getattr(post_init, "keeps_attention_out", False):
         return
     if not source_has(post_init, "update_model_config(self.hf_config"):
-        raise RuntimeError(f"rftkit.packed_attention was written against verl {VERL_VERSION}, whose HFModelConfig "
-                           f"copies override_config onto hf_config in __post_init__; this verl does not: update "
-                           f"keep_out_of_checkpoints")
+        raise RuntimeError(f"rftkit.trainer.packed_attention was written against verl {VERL_VERSION}, whose "
+                           f"HFModelConfig copies override_config onto hf_config in __post_init__; this verl does "
+                           f"not: update keep_out_of_checkpoints")
 
     def __post_init__(self):
         post_init(self)

@@ -1,0 +1,110 @@
+"""The cluster a run gets: its shape from the GPUs found, and the Ray it runs on.
+
+`plan_cluster` sizes a run (rollout engines on half the GPUs, the trainer on the rest; on one GPU
+both share it, Trinity's colocate mode), `apply_plan` writes that into the YAML mapping;
+`detect_cluster`, `ensure_ray`, `connect_ray` and `ray_cli` find, start, join and stop Ray.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from rftkit import workers
+from rftkit.trainer import colocate, weight_sync
+
+# Rollout engines get this share of the GPUs; the trainer gets the rest.
+EXPLORER_SHARE = 0.5
+# What --dry-run plans for when this machine has no GPU and --gpus is not given: one 8-GPU node.
+DRY_RUN_GPUS = 8
+
+
+def plan_cluster(nodes: int, gpus_per_node: int, tensor_parallel: int, engines: int | None) -> dict:
+    """Cluster shape, rollout engine count and Trinity mode for `nodes` x `gpus_per_node` GPUs."""
+    total = nodes * gpus_per_node
+    if total == 1:  # the engine and the trainer share the one GPU
+        if tensor_parallel != 1 or engines not in (None, 1):
+            raise ValueError(f"one GPU holds one rollout engine of one GPU beside the trainer; got "
+                             f"{engines or 1} engine(s) x tensor_parallel_size {tensor_parallel}")
+        return {"node_num": 1, "gpu_per_node": 1, "engine_num": 1, "mode": "colocate"}
+    if engines is None:
+        engines = max(1, int(total * EXPLORER_SHARE) // tensor_parallel)
+    if engines < 1:
+        raise ValueError(f"--engines must be at least 1, got {engines}")
+    if engines * tensor_parallel >= total:
+        raise ValueError(f"{engines} rollout engine(s) x {tensor_parallel} GPU(s) leave none of the {total} "
+                         f"GPU(s) for the trainer; use --engines or more GPUs")
+    return {"node_num": nodes, "gpu_per_node": gpus_per_node, "engine_num": engines, "mode": "both"}
+
+
+def apply_plan(config: dict, plan: dict) -> None:
+    """Write `plan` (from plan_cluster) into the YAML mapping `config`: the cluster's shape, and on
+    one GPU Trinity's colocate mode. The engine count is set by the caller, which creates its place."""
+    config.setdefault("cluster", {}).update(node_num=plan["node_num"], gpu_per_node=plan["gpu_per_node"])
+    if plan["mode"] == "colocate":
+        config["mode"] = "colocate"
+        rollout = config["explorer"]["rollout_model"]
+        # At or under Trinity's cap, so that its validator leaves the GPU choice below alone (above
+        # the cap it also sets the engine's GPU to "0", the machine's first, whatever Ray was given).
+        rollout["gpu_memory_utilization"] = min(rollout.get("gpu_memory_utilization", 1.0),
+                                                colocate.ENGINE_MEMORY_SHARE)
+        # The engine reserves no Ray GPU, so Ray does not choose its device: name the one we counted.
+        rollout["cuda_visible_devices"] = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0]
+
+
+def detect_cluster() -> tuple[int, int]:
+    """(nodes, GPUs per node) of a running Ray cluster, else of this machine."""
+    import ray
+
+    try:
+        ray.init(address="auto", logging_level="ERROR", log_to_driver=False)
+    except ConnectionError:
+        import torch
+
+        return 1, torch.cuda.device_count()
+    try:
+        gpu_nodes = [n["Resources"].get("GPU", 0) for n in ray.nodes() if n["Alive"] and n["Resources"].get("GPU")]
+    finally:
+        ray.shutdown()
+    return (len(gpu_nodes), int(min(gpu_nodes))) if gpu_nodes else (1, 0)
+
+
+def ray_cli(*args: str) -> None:
+    subprocess.run([sys.executable, "-m", "ray.scripts.scripts", *args], check=True)
+
+
+def connect_ray(trinity_config) -> None:
+    """Connect to Ray as Trinity's run_stage() would, plus a setup hook for every worker process.
+
+    Trinity calls ray.init() with `ignore_reinit_error`, so this connection, made
+    first with the same namespace and environment, is the one the run uses. The
+    hook (`rftkit.workers.setup`) lets verl's trainer workers run without
+    flash-attn and writes Trinity's state files so that a killed run resumes;
+    on one GPU (`rftkit.workers.setup_colocated`) it also keeps the rollout
+    engine from reserving the GPU the trainer needs, and hands the weights over
+    in the engine's dtype, as byte views of the object store.
+    """
+    import ray
+
+    hook = workers.setup_colocated if trinity_config.mode == "colocate" else workers.setup
+    env_vars = trinity_config.get_envs()
+    if trinity_config.mode == "colocate":  # weights through the object store: in the engine's dtype
+        env_vars[weight_sync.DTYPE_ENV] = trinity_config.explorer.rollout_model.dtype
+    ray.init(address=trinity_config.cluster.ray_address, namespace=trinity_config.ray_namespace,
+             runtime_env={"env_vars": env_vars,
+                          "worker_process_setup_hook": f"{hook.__module__}.{hook.__name__}"})
+
+
+def ensure_ray() -> bool:
+    """Start a local Ray head unless a cluster is reachable; True if we started it."""
+    import ray
+
+    try:
+        ray.init(address="auto", logging_level="ERROR", log_to_driver=False)
+        ray.shutdown()
+        return False
+    except ConnectionError:
+        print("no Ray cluster running: starting a local head (ray start --head)", flush=True)
+        ray_cli("start", "--head", "--disable-usage-stats")
+        return True

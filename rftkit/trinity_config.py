@@ -1,0 +1,149 @@
+"""Trinity's side of a launch: its plugins, its validation of the config, and the summary a dry run prints.
+
+`validate` builds the config exactly as tune() will (agentscope's conversion, then Trinity's
+`check_and_update`) without leaving anything behind; `summarize` says what that config will run.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Callable
+
+from rftkit.trainer import attention
+from rftkit.inputs import InputError
+from rftkit.overrides import write_yaml
+
+PLUGIN_DIR = Path(__file__).resolve().parent / "trinity_plugins"
+PLUGIN_DIRS_ENV = "TRINITY_PLUGIN_DIRS"  # trinity.common.constants.PLUGIN_DIRS_ENV_VAR
+
+
+_loaded_plugin_dirs: set[str] = set()
+
+
+def use_plugins() -> None:
+    """Make this project's Trinity plugins (the resumable BOTS selector) known here and in Ray actors.
+
+    The import registers them in this process, where the config is validated;
+    Trinity passes TRINITY_PLUGIN_DIRS on to its actors, which load the folder.
+    Other folders already in TRINITY_PLUGIN_DIRS (a user's own plugins) are
+    loaded here too, with Trinity's loader, so that configs naming them validate.
+    """
+    import rftkit.trinity_plugins.resumable_bots  # noqa: F401 - registers on import
+
+    dirs = [d for d in os.environ.get(PLUGIN_DIRS_ENV, "").split(os.pathsep) if d]
+    others = [d for d in dirs if d != str(PLUGIN_DIR) and d not in _loaded_plugin_dirs]
+    if others:
+        from trinity.utils.plugin_loader import load_plugin_from_dirs
+
+        load_plugin_from_dirs(others)
+        _loaded_plugin_dirs.update(others)
+    if str(PLUGIN_DIR) not in dirs:
+        os.environ[PLUGIN_DIRS_ENV] = os.pathsep.join([*dirs, str(PLUGIN_DIR)])
+
+
+def build_trinity_config(config_path: str | Path, workflow_func: Callable, judge_func: Callable | None = None):
+    """The validated Trinity config tune() would run for this YAML and these functions."""
+    use_plugins()
+    from agentscope.tuner import check_judge_function, check_workflow_function
+    from agentscope.tuner._config import _to_trinity_config  # the conversion tune() itself calls
+
+    check_workflow_function(workflow_func)
+    if judge_func is not None:
+        check_judge_function(judge_func)
+    config = _to_trinity_config(config_path=str(config_path), workflow_func=workflow_func, judge_func=judge_func)
+    return config.check_and_update()
+
+
+def validate(config: dict, workflow_func: Callable, judge_func: Callable | None = None,
+             config_file: str = "the config"):
+    """Trinity's validated config for this YAML mapping, as tune() will build it, with no side effects.
+
+    check_and_update() creates the run's folders, so it runs on a copy whose
+    checkpoint root is a scratch folder; the run's own paths are then set back.
+    A setting Trinity rejects ends the program with Trinity's message.
+    """
+    with tempfile.TemporaryDirectory(prefix="rftkit-check-") as scratch:
+        copy_in_scratch = dict(config, checkpoint_root_dir=scratch)
+        try:
+            trinity_config = build_trinity_config(write_yaml(copy_in_scratch, Path(scratch) / "config.yaml"),
+                                                  workflow_func, judge_func)
+        except (ValueError, AssertionError) as exc:  # how Trinity's loader and check_and_update() reject settings
+            raise InputError(f"{config_file}: {exc}") from None
+    trinity_config.checkpoint_root_dir = config["checkpoint_root_dir"]
+    trinity_config.checkpoint_job_dir = trinity_config.get_checkpoint_job_dir()
+    trinity_config.log.save_dir = os.path.join(trinity_config.checkpoint_job_dir, "log")
+    job_dir = Path(trinity_config.checkpoint_job_dir)
+    if not trinity_config.continue_from_checkpoint and job_dir.is_dir() and any(job_dir.iterdir()):
+        # Trinity would rename the run with a timestamp; the launcher could then not find its logs.
+        raise InputError(f"{job_dir} exists and continue_from_checkpoint is false: remove it, "
+                         f"choose another name (--set name=...), or set continue_from_checkpoint: true")
+    return trinity_config
+
+
+def summarize(config, attention_reason: str = "") -> str:
+    """A readable account of what a validated Trinity config will run; `attention_reason` says why
+    the trainer's attention is the one it is."""
+    rollout = config.explorer.rollout_model
+    explorer_input = config.buffer.explorer_input
+    lines = [
+        f"experiment      {config.project}/{config.name} (mode {config.mode})",
+        f"model           {config.model.model_path}",
+        f"  lengths       max_model_len {config.model.max_model_len}, "
+        f"prompt {config.model.max_prompt_tokens}, response {config.model.max_response_tokens}",
+        f"algorithm       {config.algorithm.algorithm_type}: group {config.algorithm.repeat_times}, "
+        f"batch {config.buffer.batch_size} tasks ({config.buffer.train_batch_size} experiences), "
+        f"lr {config.algorithm.optimizer.lr}",
+        f"  advantage     {config.algorithm.advantage_fn} {config.algorithm.advantage_fn_args}",
+        f"  policy loss   {config.algorithm.policy_loss_fn}",
+    ]
+    for taskset in explorer_input.tasksets:
+        selector = taskset.data_selector
+        lines.append(f"train taskset   {taskset.name}: {taskset.path} [{taskset.split}], "
+                     f"{config.buffer.total_epochs} epoch(s), selector {selector.selector_type}")
+        if selector.feature_keys:
+            lines.append(f"  features      {selector.feature_keys} {selector.kwargs}")
+        lines.append(f"  workflow      {taskset.default_workflow_type}: "
+                     f"{_name(taskset.workflow_args.get('workflow_func'))}"
+                     f", judge {_name(taskset.workflow_args.get('judge_func'))}")
+    for taskset in explorer_input.eval_tasksets:
+        lines.append(f"eval taskset    {taskset.name}: {taskset.path} [{taskset.split}], "
+                     f"{taskset.repeat_times} rollout(s) per task, every {config.explorer.eval_interval} steps"
+                     + (" and before the first" if config.explorer.eval_on_startup else ""))
+    operators = [op.name for op in config.data_processor.experience_pipeline.operators] \
+        if config.data_processor.experience_pipeline else []
+    lines += [
+        f"operators       {operators or 'none'} (then the algorithm's advantage)",
+        f"cluster         {config.cluster.node_num} node(s) x {config.cluster.gpu_per_node} GPU(s): "
+        f"{rollout.engine_num} rollout engine(s) x {rollout.tensor_parallel_size} GPU, "
+        f"trainer {config.cluster.trainer_gpu_num} GPU(s)"
+        + (f", on the same GPU (colocate; engine memory {rollout.gpu_memory_utilization:g})"
+           if config.mode == "colocate" else ""),
+        "micro-batches   " + (f"dynamic, up to {config.trainer.max_token_len_per_gpu} tokens per GPU"
+                                 if config.trainer.use_dynamic_bsz else "fixed size")
+        # without padding removal every row is padded to the micro-batch's longest: more than the budget
+        + ("" if config.trainer.use_remove_padding else ", each row padded to the micro-batch's longest"),
+        f"rollout         openai api {rollout.enable_openai_api}, history {rollout.enable_history}, "
+        f"tool parser {rollout.tool_call_parser}, runners/engine {config.explorer.runner_per_model}",
+        f"sync            {config.synchronizer.sync_method.value}, every {config.synchronizer.sync_interval} step(s)",
+        f"checkpoints     {config.checkpoint_job_dir}, every {config.trainer.save_interval} steps",
+        f"monitor         {config.monitor.monitor_type}",
+        f"attention       {attention.describe({'trainer': vars(config.trainer)})}",
+    ]
+    if attention_reason:
+        lines.append(f"  chosen by     {attention_reason}")
+    lines.append(f"reference model {reference_placement(config)}")
+    return "\n".join(lines)
+
+
+def reference_placement(config) -> str:
+    """The reference model's weights: dtype, and where rftkit.trainer.ref_model leaves them."""
+    ref = (config.trainer.trainer_config or {}).get("ref", {}).get("fsdp_config", {})
+    offload = ref.get("param_offload", config.trainer.param_offload)
+    return (f"{ref.get('model_dtype', 'fp32')} weights, "
+            + ("on the CPU, copied in for every micro-batch (param_offload)" if offload else "on the GPU"))
+
+
+def _name(func: Callable | None) -> str:
+    return "none" if func is None else f"{func.__module__}.{func.__qualname__}"
