@@ -13,7 +13,9 @@ live in a room of their own. A launch goes:
    `check_and_update`) and print a summary: no Ray, no GPU (`rftkit.trinity_config`);
 4. otherwise: refuse at once without a CUDA GPU, validate as in 3, prepare
    and check the data, check that the configured attention implementation can
-   be loaded (`rftkit.trainer.attention`), make sure a Ray cluster is running (start
+   be loaded (`rftkit.trainer.attention`), put an explorer that got ahead of the
+   trainer's last checkpoint back to it when the run resumes (`rftkit.run_state`),
+   make sure a Ray cluster is running (start
    a local head if not, and stop it afterwards) and connect to it as Trinity
    would, plus a per-worker setup hook (`rftkit.cluster`); call tune() under a watchdog that
    ends the run on the first fatal error in its logs, and decide success from
