@@ -36,18 +36,14 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # run as a script: the repo's packages
 
-from gpu.frozenlake_learning import (  # noqa: E402
-    evaluate_command,
-    last_checkpoint,
-    log,
-    model_folder,
-    run,
-    vllm_server,
-)
+from gpu.frozenlake_learning import evaluate_command, last_checkpoint, model_folder, vllm_server  # noqa: E402
 from gpu.smoke import job_dir  # noqa: E402
+from math_bots.example import MATH  # noqa: E402
 from rftkit.cli import HelpFormatter  # noqa: E402
+from runkit.commands import launch_command  # noqa: E402
+from runkit.steps import log, run_step  # noqa: E402
 
-CONFIGS = {"random": "configs/config_random.yaml", "difficulty": "configs/config_difficulty.yaml"}
+CONFIGS = MATH.configs  # task selector -> config file
 DEFAULT_FEATURES = ["smollm2_pass_rate", "qwen_coder_0.5b_pass_rate"]
 # The one-GPU variant of both configs (upstream's: 24,576-token context, 16,384-token replies, 8 GPUs).
 ONE_GPU = {
@@ -88,9 +84,8 @@ def train_command(selector: str, model: Path, data: Path, checkpoints: Path, arg
         settings["explorer.rollout_model.reasoning_parser"] = None
     if args.steps is not None:
         settings["buffer.total_steps"] = args.steps
-    flags = [f"--set={key}={json.dumps(value)}" for key, value in settings.items()]
-    return [sys.executable, "math_bots/main.py", "--config", CONFIGS[selector], "--model-path", str(model),
-            "--checkpoint-dir", str(checkpoints), *flags, *[f"--set={s}" for s in args.set]]
+    return launch_command(MATH, config=CONFIGS[selector], model=model, checkpoints=checkpoints, settings=settings,
+                          extra=args.set)
 
 
 def curves(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
@@ -246,16 +241,17 @@ def main(argv: list[str] | None = None) -> int:
     max_tokens = ONE_GPU["model.max_response_tokens"]
     if held_out(out / "before") is None:
         with vllm_server(model, model, out / "serve_before.log", args.max_model_len) as url:
-            run(evaluate_command(url, data, out / "before", args.repeats, max_tokens, task="math"),
-                out / "eval_before.log")
+            run_step(evaluate_command(url, data, out / "before", args.repeats, max_tokens, task="math"),
+                     out / "eval_before.log", check=True)
     run_dir = out / args.selector
     run_dir.mkdir(exist_ok=True)
     log(f"training with the {args.selector} selector")
-    run(train_command(args.selector, model, data, run_dir / "checkpoints", args), run_dir / "train.log", args.minutes)
+    run_step(train_command(args.selector, model, data, run_dir / "checkpoints", args), run_dir / "train.log",
+             timeout=None if args.minutes is None else args.minutes * 60, on_timeout="interrupt", check=True)
     trained = last_checkpoint(run_dir / "checkpoints")
     with vllm_server(trained, model, run_dir / "serve_after.log", args.max_model_len) as url:
-        run(evaluate_command(url, data, run_dir / "after", args.repeats, max_tokens, task="math"),
-            run_dir / "eval_after.log")
+        run_step(evaluate_command(url, data, run_dir / "after", args.repeats, max_tokens, task="math"),
+                 run_dir / "eval_after.log", check=True)
     print(markdown(report(out)), flush=True)
     log(f"done in {time.time() - started:.0f} s: {out}/comparison.md, {out}/comparison.png")
     return 0

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import signal
 import socket
@@ -36,27 +35,23 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
-from typing import Callable
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # run as a script: the repo's packages
 
+from frozenlake.example import FROZENLAKE  # noqa: E402
 from frozenlake.report import compare  # noqa: E402
-from gpu.smoke import job_dir, kill_launch, last_line  # noqa: E402
+from gpu.smoke import job_dir  # noqa: E402
 from rftkit.cli import HelpFormatter  # noqa: E402
+from runkit.commands import launch_command  # noqa: E402
+from runkit.steps import log, run_step, tail  # noqa: E402
 
 SERVED_NAME = "policy"
-INTERRUPT_GRACE_S = (45, 60)  # seconds after the first and the second SIGINT (see run())
-PROGRESS_S = 30  # seconds between progress lines
 # The rollouts' success, invalid moves and episode length; and the policy version the trainer's batch
 # was sampled from, which shows how far training lags the rollouts (one experience per move means an
 # explore step makes several trainer batches).
 CURVES = ["rollout/success/mean", "rollout/invalid_actions/mean", "rollout/env_steps/mean",
           "sample/model_version/mean"]
-
-
-def log(message: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
 
 
 def hf_from_gguf(gguf: Path, out_dir: Path) -> Path:
@@ -136,10 +131,6 @@ def vllm_server(model: Path, tokenizer: Path, log_file: Path, max_model_len: int
             server.wait()
 
 
-def tail(path: Path, lines: int = 30) -> str:
-    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.exists() else ""
-
-
 def evaluate_command(base_url: str, data: Path, out: Path, repeats: int, max_tokens: int,
                      task: str = "frozenlake", split: str = "test") -> list[str]:
     # 64 episodes at a time: one engine batches them; the episodes are independent
@@ -161,10 +152,8 @@ def train_command(model: Path, data: Path, checkpoints: Path, args: argparse.Nam
     else:  # the run will be cut short: keep recent checkpoints, each with HF weights to serve
         settings.update({"trainer.save_interval": args.save_every, "trainer.save_hf_checkpoint": "always",
                          "trainer.max_checkpoints_to_keep": 2})
-    flags = [f"--set={key}={json.dumps(value)}" for key, value in settings.items()]
-    return [sys.executable, "frozenlake/main.py", "--model-path", str(model), "--data-dir", str(data),
-            "--checkpoint-dir", str(checkpoints), *(["--attn", args.attn] if args.attn else []), *flags,
-            *[f"--set={s}" for s in args.set]]
+    return launch_command(FROZENLAKE, model=model, checkpoints=checkpoints, data={"train": data, "eval": data},
+                          attn=args.attn, settings=settings, extra=args.set)
 
 
 def last_checkpoint(checkpoints: Path) -> Path:
@@ -183,92 +172,6 @@ def last_checkpoint(checkpoints: Path) -> Path:
     return found[-1]
 
 
-def gpu_processes() -> list[str]:
-    """'PID, NAME' of each process holding GPU memory, as nvidia-smi lists them."""
-    try:
-        listing = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,process_name", "--format=csv,noheader"],
-                                 capture_output=True, text=True)
-    except FileNotFoundError:  # no NVIDIA driver tools: nothing to wait for
-        return []
-    return [line.strip() for line in listing.stdout.splitlines() if line.strip()]
-
-
-def wait_for_free_gpus(timeout: float = 120, interval: float = 3,
-                       processes: Callable[[], list[str]] | None = None) -> bool:
-    """After an interrupted run: wait until its Ray workers and vLLM engine have let go of the GPUs.
-
-    The evaluation that follows starts its own vLLM server, which needs the memory back. True if
-    the GPUs were freed in time; otherwise a warning names what still holds them."""
-    processes = processes or gpu_processes
-    deadline = time.monotonic() + timeout
-    while held := processes():
-        if time.monotonic() > deadline:
-            log(f"warning: after {timeout:g} s these still hold GPU memory: {'; '.join(held)}")
-            return False
-        time.sleep(interval)
-    return True
-
-
-def hear_sigint() -> None:
-    """Run in a step's process before it starts: SIGINT back to its default action.
-
-    A background job of a non-interactive shell (`setsid nohup python3 gpu/... &`, as on the
-    GPU machine) starts with SIGINT ignored, and every process below it inherits that, so a
-    Python step installs no KeyboardInterrupt handler: the time limit's SIGINT then did nothing
-    and the run was killed 105 s later. With the default action restored, Python handles it."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
-def run(command: list[str], log_file: Path, minutes: float | None = None) -> bool:
-    """Run a step, its output to `log_file` and its last line here every 30 s; True if it was interrupted.
-
-    A step that fails stops the script with the log's end. With `minutes` (the training launch), the
-    step is interrupted once that much time has passed, as Ctrl-C would: the launch stops the Ray head
-    it started (its actors with it, which frees the GPUs for the evaluation that follows) and exits;
-    a second SIGINT, then a kill, if it lingers. The trainer's last completed checkpoint is the result."""
-    log(f"$ {' '.join(command[1:])}  (log: {log_file})")
-    started = time.monotonic()
-    deadline = None if minutes is None else started + minutes * 60
-    with open(log_file, "w") as out:
-        # its own session, so that interrupt() can take down all of it; Ctrl-C here is passed on below
-        step = subprocess.Popen(command, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-                                preexec_fn=hear_sigint)
-        try:
-            while True:
-                wait = PROGRESS_S if deadline is None else min(PROGRESS_S, max(0.0, deadline - time.monotonic()))
-                try:
-                    code = step.wait(timeout=wait)
-                    break
-                except subprocess.TimeoutExpired:
-                    if deadline is not None and time.monotonic() >= deadline:
-                        log(f"{minutes:g} minutes of training: interrupting the run")
-                        interrupt(step)
-                        wait_for_free_gpus()
-                        return True
-                    log(f"  {time.monotonic() - started:4.0f} s: {last_line(log_file)}")
-        except KeyboardInterrupt:
-            interrupt(step)
-            raise
-    if code != 0:
-        raise SystemExit(f"error: exit code {code}; the end of {log_file}:\n{tail(log_file)}")
-    return False
-
-
-def interrupt(step: subprocess.Popen) -> None:
-    """SIGINT, then SIGINT again (INTERRUPT_GRACE_S apart); if it still runs, kill it and the Ray head."""
-    sent = time.monotonic()
-    for grace in INTERRUPT_GRACE_S:
-        step.send_signal(signal.SIGINT)
-        try:
-            step.wait(timeout=grace)
-            # the launcher exits 130 after a clean stop; this line is the record that it did
-            log(f"the run ended {time.monotonic() - sent:.0f} s after the first SIGINT, exit code {step.returncode}")
-            return
-        except subprocess.TimeoutExpired:
-            log(f"still running {grace} s after a SIGINT")
-    kill_launch(step)
-
-
 def draw_curves(out: Path) -> None:
     """curves.png (and .md) from the training run's tensorboard files, if it got as far as writing any."""
     run_dir = job_dir(out / "checkpoints")
@@ -276,8 +179,8 @@ def draw_curves(out: Path) -> None:
         log("no training logs to draw curves from")
         return
     try:
-        run([sys.executable, "scripts/plot_runs.py", f"trained={run_dir}", "--scalars", *CURVES,
-             "--out", str(out / "curves.png")], out / "curves.log")
+        run_step([sys.executable, "scripts/plot_runs.py", f"trained={run_dir}", "--scalars", *CURVES,
+                  "--out", str(out / "curves.png")], out / "curves.log", check=True)
     except SystemExit as failed:  # never hide the training's own error behind the plot's
         log(f"warning: no curves: {failed}")
 
@@ -318,18 +221,22 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     data = args.data.resolve()
     if not (data / "test.parquet").is_file():
-        run([sys.executable, "scripts/get_frozenlake_data.py", "--local_dir", str(data)], out / "data.log")
+        run_step([sys.executable, "scripts/get_frozenlake_data.py", "--local_dir", str(data)], out / "data.log",
+                 check=True)
     started = time.time()
 
     model = model_folder(args.model, out / "model")
     if not args.skip_before:
         with vllm_server(model, model, out / "serve_before.log", args.max_model_len) as url:
             log(f"evaluating {model} (served at {url})")
-            run(evaluate_command(url, data, out / "before", args.repeats, args.max_tokens), out / "eval_before.log")
+            run_step(evaluate_command(url, data, out / "before", args.repeats, args.max_tokens),
+                     out / "eval_before.log", check=True)
     log(f"training: {args.steps or 'all'} explore steps{f', at most {args.minutes:g} minutes' if args.minutes else ''}")
     train_started = time.time()
     try:
-        interrupted = run(train_command(model, data, out / "checkpoints", args), out / "train.log", args.minutes)
+        interrupted = run_step(train_command(model, data, out / "checkpoints", args), out / "train.log",
+                               timeout=None if args.minutes is None else args.minutes * 60, on_timeout="interrupt",
+                               check=True).interrupted
     finally:  # a run that failed still shows what it did before failing
         draw_curves(out)
     trained = last_checkpoint(out / "checkpoints")
@@ -337,7 +244,8 @@ def main(argv: list[str] | None = None) -> int:
         f"evaluating {trained.parent.parent.name}")
     with vllm_server(trained, model, out / "serve_after.log", args.max_model_len) as url:
         log(f"evaluating {trained}")
-        run(evaluate_command(url, data, out / "after", args.repeats, args.max_tokens), out / "eval_after.log")
+        run_step(evaluate_command(url, data, out / "after", args.repeats, args.max_tokens), out / "eval_after.log",
+                 check=True)
 
     print(compare(out / "before", out / "after", out), flush=True)
     log(f"done in {time.time() - started:.0f} s: {out}/before_after.png, {out}/curves.png")

@@ -27,8 +27,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # run as a script: the repo's packages
 
-from gpu.frozenlake_learning import evaluate_command, log, model_folder, run, vllm_server  # noqa: E402
+from gpu.frozenlake_learning import evaluate_command, model_folder, vllm_server  # noqa: E402
 from rftkit.cli import HelpFormatter  # noqa: E402
+from runkit.steps import log, run_step  # noqa: E402
 
 
 def model_pairs(values: list[str], parser: argparse.ArgumentParser) -> list[tuple[str, Path]]:
@@ -65,11 +66,11 @@ def main(argv: list[str] | None = None) -> int:
         model = model_folder(given, out / f"{name}-model")
         with vllm_server(model, model, out / f"serve_{name}.log", args.max_model_len) as url:
             log(f"{name}: {args.repeats} episodes of every {args.split} task (served at {url})")
-            run(evaluate_command(url, data, out / name, args.repeats, args.max_tokens, task="math", split=args.split),
-                out / f"eval_{name}.log")
-        run([sys.executable, "scripts/add_pass_rates.py", "--data", str(data), "--split", args.split,
-             "--episodes", str(out / name / "episodes.jsonl"), "--column", f"{name}_pass_rate"],
-            out / f"pass_rate_{name}.log")
+            run_step(evaluate_command(url, data, out / name, args.repeats, args.max_tokens, task="math",
+                                      split=args.split), out / f"eval_{name}.log", check=True)
+        run_step([sys.executable, "scripts/add_pass_rates.py", "--data", str(data), "--split", args.split,
+                  "--episodes", str(out / name / "episodes.jsonl"), "--column", f"{name}_pass_rate"],
+                 out / f"pass_rate_{name}.log", check=True)
         print((out / f"pass_rate_{name}.log").read_text(), flush=True)
     return 0
 

@@ -26,38 +26,28 @@ import os
 import re
 import subprocess
 import sys
-import time
 from dataclasses import asdict
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # run as a script from anywhere
 
-from gpu.smoke import (SMOKE_SETTINGS, Check, command_for, job_dir, kill_launch, last_line,  # noqa: E402
-                       make_data, train)
+from gpu.smoke import SMOKE_SETTINGS, Check, command_for, job_dir, make_data  # noqa: E402
 from rftkit.cli import HelpFormatter  # noqa: E402
+from runkit.steps import last_line, run_step, wait_for_free_gpus  # noqa: E402
 
 
 def launch_until_saved(command: list[str], checkpoints: Path, step: int, log: Path, timeout: float) -> bool:
     """Start the launch; kill it (SIGKILL, whole group) once the trainer's checkpoint pointer reaches `step`.
     False if the launch ended first or the time ran out."""
-    started = time.time()
-    with open(log, "w") as out:
-        process = subprocess.Popen(command, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-        while process.poll() is None:
-            job = job_dir(checkpoints)
-            tracker = job / "latest_checkpointed_iteration.txt" if job else None
-            if tracker and tracker.is_file() and tracker.read_text().strip().isdigit() \
-                    and int(tracker.read_text()) >= step:
-                kill_launch(process)
-                return True
-            if time.time() - started > timeout:
-                kill_launch(process)
-                return False
-            if int(time.time() - started) % 30 == 0:
-                print(f"  [first launch {time.time() - started:4.0f} s] {last_line(log)}", flush=True)
-            time.sleep(0.5)
-    return False
+    def saved() -> bool:
+        job = job_dir(checkpoints)
+        tracker = job / "latest_checkpointed_iteration.txt" if job else None
+        return bool(tracker and tracker.is_file() and tracker.read_text().strip().isdigit()
+                    and int(tracker.read_text()) >= step)
+
+    # code None: killed, by saved() or by the time limit (saved() says which; it is looked at first)
+    return run_step(command, log, label="first launch", timeout=timeout, stop_when=saved).code is None and saved()
 
 
 def saved_state(job: Path) -> dict:
@@ -138,7 +128,6 @@ def main(argv: list[str] | None = None) -> int:
     if not 0 < args.kill_after < args.steps:
         parser.error(f"--kill-after must be between 1 and --steps - 1, got {args.kill_after} with --steps {args.steps}")
 
-    from gpu.frozenlake_learning import wait_for_free_gpus
     from gpu.tiny_model import build_tiny_model
     from rftkit.supervise import log_sizes
 
@@ -164,7 +153,8 @@ def main(argv: list[str] | None = None) -> int:
           f"relaunching", flush=True)
     wait_for_free_gpus()  # the killed run's engine lets go of its memory a few seconds after Ray stops
     since = log_sizes(job / "log")
-    code, seconds = train(args.config, command, out / "relaunch.log", args.timeout)
+    relaunch = run_step(command, out / "relaunch.log", label=args.config, timeout=args.timeout)
+    code, seconds = relaunch.code, relaunch.seconds
     checks = check_resume(killed, (out / "relaunch.log").read_text(errors="replace"), logs_since(job, since), job,
                           args.steps, code)
     for check in checks:

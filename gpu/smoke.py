@@ -38,7 +38,6 @@ import contextlib
 import json
 import math
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -49,7 +48,10 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # run as a script from anywhere
 
 from rftkit.cli import HelpFormatter  # noqa: E402
+from rftkit.example import Example  # noqa: E402
+from runkit.commands import launch_command  # noqa: E402
 from runkit.examples import CONFIGS  # noqa: E402  (config file name -> its example and task selector)
+from runkit.steps import run_step  # noqa: E402
 
 STEPS = 2
 TASKS, GROUP = 4, 4  # tasks per step and rollouts per task: 16 rollouts a step
@@ -123,8 +125,10 @@ def make_data(work: Path) -> None:
 
     from math_bots.data import guru_row
 
-    run([sys.executable, "scripts/get_frozenlake_data.py", "--map_max_size", "4", "--train_size", "64",
-         "--test_size", "8", "--local_dir", str(work / "data" / "frozenlake")])
+    work.mkdir(parents=True, exist_ok=True)  # the data scripts' logs go there
+    run_step([sys.executable, "scripts/get_frozenlake_data.py", "--map_max_size", "4", "--train_size", "64",
+              "--test_size", "8", "--local_dir", str(work / "data" / "frozenlake")], work / "frozenlake_data.log",
+             check=True)
     raw = work / "raw"
     raw.mkdir(parents=True, exist_ok=True)
     rows = [guru_row(f"What is {i} times {i + 3}? Please output the final answer within \\boxed{{}}.",
@@ -133,64 +137,23 @@ def make_data(work: Path) -> None:
     aime = [{"problem": f"Find the remainder when {7 ** i} is divided by 1000.", "answer": str(7 ** i % 1000)}
             for i in range(8)]
     pq.write_table(pa.Table.from_pylist(aime), raw / "aime.parquet")
-    run([sys.executable, "scripts/prepare_math_data.py", "--input", str(raw / "guru.parquet"),
-         "--aime_input", str(raw / "aime.parquet"), "--processed_data_dir", str(work / "data" / "math" / "guru_math"),
-         "--aime_dir", str(work / "data" / "math" / "aime24")])
+    run_step([sys.executable, "scripts/prepare_math_data.py", "--input", str(raw / "guru.parquet"),
+              "--aime_input", str(raw / "aime.parquet"), "--processed_data_dir",
+              str(work / "data" / "math" / "guru_math"), "--aime_dir", str(work / "data" / "math" / "aime24")],
+             work / "math_data.log", check=True)
 
 
-def run(command: list[str]) -> None:
-    result = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
-    if result.returncode != 0:
-        raise SystemExit(f"error: {' '.join(command)} failed ({result.returncode}):\n{result.stderr[-3000:]}")
+def sample_data(example: Example, work: Path) -> dict[str, Path]:
+    """The folders make_data wrote for `example`, by role."""
+    return {role: work / folder for role, folder in SAMPLE_DATA[example.name].items()}
 
 
 def command_for(config: str, work: Path, model: Path, checkpoints: Path, fault: str | None = None,
                 attn: str | None = None) -> list[str]:
     example, selector = CONFIGS[config]
-    data = {example.data_flags[role]: str(work / folder) for role, folder in SAMPLE_DATA[example.name].items()}
-    settings = [f"--set={key}={json.dumps(value)}"
-                for key, value in {**SMOKE_SETTINGS, **FAULTS.get(fault, {})}.items()]
-    return [sys.executable, example.main, "--config", example.configs[selector], "--model-path", str(model),
-            "--checkpoint-dir", str(checkpoints), *(["--attn", attn] if attn else []),
-            *(arg for flag_and_folder in data.items() for arg in flag_and_folder), *settings]
-
-
-def train(config: str, command: list[str], log: Path, timeout: float, env: dict | None = None
-          ) -> tuple[int | None, float]:
-    """Run one launch, its output to `log`, with a progress line every 30 s; (exit code or None, seconds)."""
-    started = time.time()
-    with open(log, "w") as out:
-        process = subprocess.Popen(command, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-                                   env=env)
-        while True:
-            try:
-                code = process.wait(timeout=30)
-                break
-            except subprocess.TimeoutExpired:
-                elapsed = time.time() - started
-                print(f"  [{config} {elapsed:4.0f} s] {last_line(log)}", flush=True)
-                if elapsed > timeout:
-                    kill_launch(process)
-                    code = None
-                    break
-    return code, time.time() - started
-
-
-def kill_launch(process: subprocess.Popen) -> None:
-    """Kill a launch started in its own session, and the Ray head it started.
-
-    Killed, the launch cannot stop that head itself (one that ends does, and leaves alone a
-    cluster it found running)."""
-    from rftkit.cluster import ray_cli
-
-    os.killpg(process.pid, signal.SIGKILL)
-    process.wait()
-    ray_cli("stop", "--force")
-
-
-def last_line(log: Path) -> str:
-    lines = [line for line in log.read_text(errors="replace").splitlines() if line.strip()]
-    return lines[-1][:150] if lines else ""
+    return launch_command(example, config=example.configs[selector], model=model, checkpoints=checkpoints,
+                          data=sample_data(example, work), attn=attn,
+                          settings={**SMOKE_SETTINGS, **FAULTS.get(fault, {})})
 
 
 def job_dir(checkpoints: Path) -> Path | None:
@@ -390,7 +353,8 @@ def main(argv: list[str] | None = None) -> int:
         # the engines are watched during a run that is checked; a fault run's checks do not look at them
         with (contextlib.nullcontext() if args.fault else
               engine_check.watching(probes, out / f"{Path(config).stem}-probe.log")):
-            code, seconds = train(config, command, log, args.timeout, env)
+            step = run_step(command, log, label=config, timeout=args.timeout, env=env)
+        code, seconds = step.code, step.seconds
         result = RunResult(config if not args.fault else f"{config} ({args.fault} fault)", code, seconds)
         if args.fault:
             check_fault(result, args.fault, checkpoints, log, launched_at + seconds)

@@ -47,9 +47,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from gpu import smoke  # noqa: E402  (the launch runner, the data and the run folder are the smoke's)
+from gpu import smoke  # noqa: E402  (the data and the run folder are the smoke's)
 from rftkit.cli import HelpFormatter  # noqa: E402
+from runkit.commands import launch_command  # noqa: E402
 from runkit.examples import EXAMPLES  # noqa: E402
+from runkit.steps import run_step  # noqa: E402
 
 # Each example at its default config's scale (FrozenLake's frozenlake.yaml, math's config_difficulty.yaml)
 SCALE = {
@@ -101,10 +103,10 @@ def command(example: str, model: Path, work: Path, checkpoints: Path, steps: int
     settings = {"buffer.total_steps": steps, "model.max_response_tokens": response_tokens,
                 "explorer.eval_on_startup": False, "explorer.eval_interval": 10 ** 6,
                 "trainer.save_interval": 10 ** 6}
-    base = smoke.command_for(EXAMPLES[example].config_path().name, work, model, checkpoints)
-    base = [arg for arg in base if not arg.startswith("--set=")]  # drop the smoke's shrink
-    return base + [f"--set={key}={json.dumps(value)}" for key, value in settings.items()] + \
-        [f"--set={setting}" for setting in extra]
+    described = EXAMPLES[example]
+    return launch_command(described, config=described.configs[described.default_selector], model=model,
+                          checkpoints=checkpoints, data=smoke.sample_data(described, work), settings=settings,
+                          extra=extra)
 
 
 def summarize(run_dir: Path, launched_at: float, estimate_steps: int, train_batch: int | None = None) -> dict:
@@ -232,8 +234,9 @@ def main(argv: list[str] | None = None) -> int:
 
     smoke.make_data(work)
     if args.example == "frozenlake":  # batch 32 for several steps needs more maps than the smoke's 64
-        smoke.run([sys.executable, "scripts/get_frozenlake_data.py", "--map_max_size", "6", "--train_size", "512",
-                   "--test_size", "8", "--local_dir", str(work / "data" / "frozenlake")])
+        run_step([sys.executable, "scripts/get_frozenlake_data.py", "--map_max_size", "6", "--train_size", "512",
+                  "--test_size", "8", "--local_dir", str(work / "data" / "frozenlake")], work / "frozenlake_maps.log",
+                 check=True)
     model = build_random_model(work / spec["architecture"], spec["architecture"], args.tokenizer, device="cuda")
     checkpoints = work / "checkpoints" / args.example
     subprocess.run(["rm", "-rf", str(checkpoints)])
@@ -243,7 +246,8 @@ def main(argv: list[str] | None = None) -> int:
     memory = GpuMemory()
     memory.start()
     launched_at = time.time()
-    code, seconds = smoke.train(args.example, launch, out / f"{args.example}.log", args.timeout)
+    step = run_step(launch, out / f"{args.example}.log", label=args.example, timeout=args.timeout)
+    code, seconds = step.code, step.seconds
     memory.stop.set()
     run_dir = smoke.job_dir(checkpoints)  # a failed launch still leaves what it measured before failing
     result = {"example": args.example, "architecture": spec["architecture"], "response_tokens": response_tokens,

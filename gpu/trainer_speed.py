@@ -67,10 +67,10 @@ from types import SimpleNamespace
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from gpu import smoke  # noqa: E402  (the runner of a child process)
 from gpu.frozenlake_learning import free_port  # noqa: E402
 from rftkit.cli import HelpFormatter  # noqa: E402
 from rftkit.overrides import REF_DTYPE_KEY  # noqa: E402
+from runkit.steps import run_step  # noqa: E402
 
 REF_OFFLOAD_KEY = "trainer.trainer_config.ref.fsdp_config.param_offload"  # rftkit.trainer.ref_model reads it
 
@@ -379,11 +379,12 @@ def run_ceiling(example: str, model: Path, budget: int, steps: int) -> dict:
 
 
 def child(args: list[str], log: Path, timeout: float) -> dict:
-    """Run `--worker ...` in a fresh process (a fresh GPU context each), with the smoke's runner (progress
-    every 30 s, the process and its Ray killed past `timeout`); its JSON result, or the error."""
+    """Run `--worker ...` in a fresh process (a fresh GPU context each), as a step (progress every 30 s,
+    the process and its Ray killed past `timeout`); its JSON result, or the error."""
     out = log.with_suffix(".json")
     command = [sys.executable, str(Path(__file__)), "--worker", *args, "--result", str(out)]
-    code, seconds = smoke.train(f"{args[1]} {args[0]}", command, log, timeout)
+    step = run_step(command, log, label=f"{args[1]} {args[0]}", timeout=timeout)
+    code, seconds = step.code, step.seconds
     if code != 0 or not out.is_file():
         tail = log.read_text(errors="replace").splitlines()[-15:]
         return {"error": f"exit code {code} after {seconds:.0f} s; see {log}", "log tail": tail}

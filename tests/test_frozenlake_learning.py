@@ -5,12 +5,12 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from gpu import frozenlake_learning as learning
+from runkit.steps import Step
 
 from conftest import REPO, dry_run, write_scalars
 
@@ -74,75 +74,6 @@ def test_the_last_checkpoint_is_the_last_completed_save_when_trinity_names_one(t
         (tmp_path / "P" / "run" / f"global_step_{step}" / "actor" / "huggingface").mkdir(parents=True)
     (tmp_path / "P" / "run" / "latest_checkpointed_iteration.txt").write_text("10")
     assert learning.last_checkpoint(tmp_path).parent.parent.name == "global_step_10"
-
-
-def test_after_an_interrupt_the_script_waits_for_the_gpus_and_says_what_still_holds_them(capsys):
-    listings = iter([["412, VLLM::EngineCore"], ["412, VLLM::EngineCore"], []])
-    assert learning.wait_for_free_gpus(timeout=30, interval=0.01, processes=lambda: next(listings))
-    assert learning.wait_for_free_gpus(timeout=0.05, interval=0.01, processes=lambda: ["99, ray::WorkerDict"]) is False
-    assert "still hold GPU memory: 99, ray::WorkerDict" in capsys.readouterr().out
-
-
-def test_training_past_its_time_budget_is_interrupted_like_ctrl_c(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(learning, "gpu_processes", lambda: [])  # no nvidia-smi here
-    # as Trinity's launcher: the first Ctrl-C waits for the actors to shut down, the second cuts it short
-    launch = ("import time\n"
-              "try:\n    print('training', flush=True); time.sleep(60)\n"
-              "except KeyboardInterrupt:\n"
-              "    print('shutting down the actors', flush=True)\n"
-              "    try:\n        time.sleep(60)\n"
-              "    except KeyboardInterrupt:\n        print('stopping the Ray head', flush=True)\n"
-              "raise SystemExit(130)\n")
-    monkeypatch.setattr(learning, "INTERRUPT_GRACE_S", (1, 20))
-    started = time.monotonic()
-    assert learning.run([sys.executable, "-c", launch], tmp_path / "train.log", minutes=2 / 60)
-    assert time.monotonic() - started < 30
-    assert "after the first SIGINT, exit code 130" in capsys.readouterr().out
-    assert (tmp_path / "train.log").read_text().splitlines() == \
-        ["training", "shutting down the actors", "stopping the Ray head"]
-
-
-def test_the_time_limit_reaches_a_step_even_when_the_script_was_started_with_sigint_ignored(tmp_path):
-    """Seen on the GPU machine: started as a background job (`setsid nohup ... &`), SIGINT was ignored all
-    the way down, and the launch sat through both SIGINTs until it was killed."""
-    step = ("import time\n"
-            "try:\n    print('training', flush=True); time.sleep(60)\n"
-            "except KeyboardInterrupt:\n    print('interrupted', flush=True)\n")
-    script = ("import signal, sys, time\n"
-              "signal.signal(signal.SIGINT, signal.SIG_IGN)  # what a background job of a script starts with\n"
-              "from gpu import frozenlake_learning as learning\n"
-              "learning.gpu_processes = lambda: []\n"
-              "learning.INTERRUPT_GRACE_S = (20, 20)\n"
-              f"started = time.monotonic()\n"
-              f"learning.run([sys.executable, '-c', {step!r}], "
-              f"learning.Path({str(tmp_path / 'train.log')!r}), 2 / 60)\n"
-              "print('took', round(time.monotonic() - started))\n")
-    result = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert (tmp_path / "train.log").read_text().splitlines() == ["training", "interrupted"]
-    assert int(result.stdout.split("took")[-1]) < 15  # the first SIGINT did it, not the kill after 40 s
-
-
-def test_ctrl_c_on_the_script_is_passed_on_to_the_step_in_its_own_session(tmp_path, monkeypatch):
-    def pressed_ctrl_c(log_file):  # the first progress line is where the script is when Ctrl-C comes
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(learning, "PROGRESS_S", 0.5)
-    monkeypatch.setattr(learning, "last_line", pressed_ctrl_c)
-    monkeypatch.setattr(learning, "INTERRUPT_GRACE_S", (20, 20))
-    step = ("import time\n"
-            "try:\n    print('evaluating', flush=True); time.sleep(60)\n"
-            "except KeyboardInterrupt:\n    print('interrupted', flush=True)\n")
-    with pytest.raises(KeyboardInterrupt):
-        learning.run([sys.executable, "-c", step], tmp_path / "eval.log")
-    assert (tmp_path / "eval.log").read_text().splitlines() == ["evaluating", "interrupted"]
-
-
-def test_training_that_fails_before_its_budget_stops_the_script_with_the_log(tmp_path):
-    with pytest.raises(SystemExit, match="exit code 3(.|\n)*out of memory"):
-        learning.run([sys.executable, "-c", "print('out of memory'); raise SystemExit(3)"],
-                       tmp_path / "train.log", minutes=5)
-    assert learning.run([sys.executable, "-c", "pass"], tmp_path / "ok.log", minutes=5) is False
 
 
 def test_before_and_after_are_compared_from_real_reports(tmp_path, frozenlake_data):
@@ -218,20 +149,20 @@ def test_the_whole_script_runs_with_a_fixture_server_and_a_recorded_run(tmp_path
         with FakeVLLMServer(lambda body: reply) as server:
             yield server.url + "/v1"
 
-    real_run = learning.run
+    real_run = learning.run_step
 
-    def recorded_run(command, log_file, minutes=None):
+    def recorded_run(command, log_file, **kw):
         if command[1] != "frozenlake/main.py":
-            return real_run(command, log_file, minutes)
-        assert "--attn" not in command and minutes == 0.5  # the launcher's own choice of attention
+            return real_run(command, log_file, **kw)
+        assert "--attn" not in command and kw["timeout"] == 0.5 * 60  # the launcher's own choice of attention
         run = record_run(tmp_path / "out")
         for step in (10, 20):  # 20 was being written when the run was stopped
             (run / f"global_step_{step}" / "actor" / "huggingface").mkdir(parents=True)
         (run / "latest_checkpointed_iteration.txt").write_text("10")
-        return True
+        return Step(130, 30.0, interrupted=True)
 
     monkeypatch.setattr(learning, "vllm_server", fixture_server)
-    monkeypatch.setattr(learning, "run", recorded_run)
+    monkeypatch.setattr(learning, "run_step", recorded_run)
     out = tmp_path / "out"
     assert learning.main([str(model), "--out", str(out), "--data", str(tmp_path / "data"), "--minutes", "0.5",
                           "--repeats", "1"]) == 0
@@ -254,15 +185,15 @@ def record_run(out):
 
 
 def test_a_training_that_fails_still_leaves_its_curves_and_stops_the_script_with_its_error(tmp_path, monkeypatch):
-    real_run = learning.run
+    real_run = learning.run_step
 
-    def failing_launch(command, log_file, minutes=None):
+    def failing_launch(command, log_file, **kw):
         if command[1] != "frozenlake/main.py":
-            return real_run(command, log_file, minutes)
+            return real_run(command, log_file, **kw)
         record_run(tmp_path / "out")
         raise SystemExit("error: exit code 1; the end of train.log:\ntorch.OutOfMemoryError: CUDA out of memory.")
 
-    monkeypatch.setattr(learning, "run", failing_launch)
+    monkeypatch.setattr(learning, "run_step", failing_launch)
     (tmp_path / "model").mkdir()
     with pytest.raises(SystemExit, match="OutOfMemoryError"):
         learning.main([str(tmp_path / "model"), "--out", str(tmp_path / "out"), "--data", str(tmp_path / "data"),

@@ -216,17 +216,3 @@ def test_on_4_and_8_gpus_the_smoke_launch_plans_several_engines_and_a_sharded_tr
     (tmp_path / "model").mkdir()
     command = smoke.command_for(config, tmp_path / "work", tmp_path / "model", tmp_path / "ckpt")
     assert plan in dry_run(command, gpus)
-
-
-def test_a_launch_that_ends_leaves_ray_alone_and_a_killed_one_has_its_ray_head_stopped(tmp_path, monkeypatch):
-    """A launch that ends stops the Ray head it started and leaves a user's own cluster running."""
-    from rftkit import cluster
-
-    stops = []
-    monkeypatch.setattr(cluster, "ray_cli", lambda *args: stops.append(args))
-    code, _ = smoke.train("ends", [sys.executable, "-c", "print('done')"], tmp_path / "ends.log", timeout=60)
-    assert (code, stops) == (0, [])
-    code, seconds = smoke.train("hangs", [sys.executable, "-c", "import time; time.sleep(120)"],
-                                tmp_path / "hangs.log", timeout=1)
-    assert code is None and seconds < 60
-    assert stops == [("stop", "--force")]

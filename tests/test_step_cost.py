@@ -82,23 +82,24 @@ def test_a_failed_launch_still_leaves_its_figures_and_exit_code(tmp_path, monkey
     """As on the H200: step 1's rollouts logged, then the trainer ran out of memory (exit 1)."""
     import json
 
-    from gpu import smoke, tiny_model
+    from gpu import tiny_model
+    from runkit.steps import Step
 
     def random_model(folder, architecture, tokenizer, device):
         assert architecture == "Qwen3-0.6B" and device == "cuda"
         folder.mkdir(parents=True)
         return folder
 
-    def failing_launch(name, command, log_file, timeout):
+    def failing_launch(command, log_file, **kw):
         assert "--set=explorer.runner_per_model=64" in command
         run = tmp_path / "out" / "work" / "checkpoints" / "math" / "AgentScope-MathBOTS" / "math-difficulty"
         (run / "log").mkdir(parents=True)
         write_scalars(run, "explorer", {WAIT: [(1, 104.3)]})
         log_file.write_text("error: training failed: Error in Trainer: torch.OutOfMemoryError\n")
-        return 1, 433.0
+        return Step(1, 433.0)
 
     monkeypatch.setattr(tiny_model, "build_random_model", random_model)
-    monkeypatch.setattr(smoke, "train", failing_launch)
+    monkeypatch.setattr(step_cost, "run_step", failing_launch)
     assert step_cost.main(["math", "--out", str(tmp_path / "out"), "--steps", "2",
                            "--set", "explorer.runner_per_model=64"]) == 1
     result = json.loads((tmp_path / "out" / "math.json").read_text())
