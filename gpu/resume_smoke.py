@@ -40,11 +40,11 @@ from runkit.steps import last_line, run_step, wait_for_free_gpus  # noqa: E402
 def launch_until_saved(command: list[str], checkpoints: Path, step: int, log: Path, timeout: float) -> bool:
     """Start the launch; kill it (SIGKILL, whole group) once the trainer's checkpoint pointer reaches `step`.
     False if the launch ended first or the time ran out."""
+    from rftkit.run_state import tracker_step
+
     def saved() -> bool:
         job = job_dir(checkpoints)
-        tracker = job / "latest_checkpointed_iteration.txt" if job else None
-        return bool(tracker and tracker.is_file() and tracker.read_text().strip().isdigit()
-                    and int(tracker.read_text()) >= step)
+        return job is not None and (tracker_step(job) or 0) >= step
 
     # code None: killed, by saved() or by the time limit (saved() says which; it is looked at first)
     return run_step(command, log, label="first launch", timeout=timeout, stop_when=saved).code is None and saved()

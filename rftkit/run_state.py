@@ -61,16 +61,23 @@ def trainer_checkpoint(job_dir: str | os.PathLike) -> int:
             folder = find_latest_ckpt_path(str(job_dir))
     except ValueError:
         raise InputError(f"{Path(job_dir) / TRACKER} does not hold a step number (a kill while it was written?); "
-                           f"write into it the N of the newest complete global_step_N folder beside it") from None
+                         f"write into it the N of the newest complete global_step_N folder beside it") from None
     return int(folder.rsplit("global_step_", 1)[-1]) if folder else 0
+
+
+def tracker_step(job_dir: str | os.PathLike) -> int | None:
+    """The step verl's checkpoint pointer names now; None while there is none or it is being written."""
+    try:
+        return int((Path(job_dir) / TRACKER).read_text())
+    except (OSError, ValueError):
+        return None
 
 
 def _keep_snapshots(explorer_state: Path, step: int, state: dict) -> None:
     """Keep this step's state, and drop the copies of steps before the trainer's last checkpoint."""
     write_json(snapshot_path(explorer_state, step), state)
-    try:
-        saved = int((explorer_state.parent / TRACKER).read_text())
-    except (OSError, ValueError):  # no checkpoint yet, or one being written: keep everything
+    saved = tracker_step(explorer_state.parent)
+    if saved is None:  # no checkpoint yet, or one being written: keep everything
         return
     for old in explorer_state.parent.glob(f"{explorer_state.stem}.step_*.json"):
         old_step = old.stem.rsplit("step_", 1)[-1]
@@ -126,8 +133,8 @@ def rewind(job_dir: str | os.PathLike, explorer_name: str = "explorer") -> Resum
         explorer_step = 0
     except (OSError, ValueError) as exc:
         raise InputError(f"{state_file} cannot be read ({exc}); Trinity would restart the explorer at step "
-                           f"0 with a fresh task selector. Replace it with the newest "
-                           f"{state_file.stem}.step_<N>.json beside it, or delete it to restart exploring") from None
+                         f"0 with a fresh task selector. Replace it with the newest "
+                         f"{state_file.stem}.step_<N>.json beside it, or delete it to restart exploring") from None
     if trainer_step == 0 and explorer_step == 0:
         return ResumePoint(0, 0, "")
     if explorer_step <= trainer_step:
@@ -147,7 +154,7 @@ def rewind(job_dir: str | os.PathLike, explorer_name: str = "explorer") -> Resum
                            f"{explorer_step} (its state of step {trainer_step} was not kept): the experiences "
                            f"of explore steps {trainer_step + 1}-{explorer_step} are lost, and a run that "
                            f"trains once per explore step ends {explorer_step - trainer_step} step(s) early")
-    write_json(snapshot_path(state_file, explorer_step), json.loads(state_file.read_text()))
+    shutil.copyfile(state_file, snapshot_path(state_file, explorer_step))  # usually there already
     write_json(state_file, json.loads(kept.read_text()))
     return ResumePoint(trainer_step, trainer_step,
                        f"resuming from the trainer's checkpoint at step {trainer_step}: the explorer goes back "

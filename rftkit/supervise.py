@@ -154,8 +154,7 @@ class Watchdog(threading.Thread):
         one was half-written), so that polling stays cheap when logs grow to tens of megabytes;
         the full parse runs only when this says there is something to parse.
         """
-        markers = [marker.encode() for marker in FATAL_MARKERS]
-        overlap = max(map(len, markers))
+        overlap = max(map(len, FATAL_MARKERS))
         seen = False
         for log in self.log_dir.rglob("*.log"):
             size = log.stat().st_size
@@ -164,11 +163,9 @@ class Watchdog(threading.Thread):
                 start = 0
             if size == start:
                 continue
-            with open(log, "rb") as f:
-                f.seek(max(0, start - overlap))
-                chunk = f.read(size - max(0, start - overlap))
+            chunk = new_text(log, {log: max(0, start - overlap)})
             self._read_up_to[log] = size
-            seen = seen or any(marker in chunk for marker in markers)
+            seen = seen or any(marker in chunk for marker in FATAL_MARKERS)
         return seen
 
     def run(self) -> None:
