@@ -22,7 +22,7 @@ sys.path.insert(0, str(REPO))
 
 from gpu import engine_check  # noqa: E402
 from gpu.smoke import SMOKE_SETTINGS  # noqa: E402
-from gpu.tiny_model import build_tiny_model  # noqa: E402
+from runkit.tiny_model import build_tiny_model  # noqa: E402
 from rftkit.cli import HelpFormatter  # noqa: E402
 
 ENTROPY_COEF = SMOKE_SETTINGS["algorithm.entropy_loss_fn_args"]["entropy_coef"]

@@ -36,12 +36,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # run as a script: the repo's packages
 
-from gpu.frozenlake_learning import evaluate_command, last_checkpoint, model_folder, vllm_server  # noqa: E402
-from gpu.smoke import job_dir  # noqa: E402
 from math_bots.example import MATH  # noqa: E402
 from rftkit.cli import HelpFormatter  # noqa: E402
-from runkit.commands import launch_command  # noqa: E402
+from runkit.commands import evaluate_command, launch_command  # noqa: E402
+from runkit.runs import job_dir, last_checkpoint  # noqa: E402
+from runkit.serving import model_folder, vllm_server  # noqa: E402
 from runkit.steps import log, run_step  # noqa: E402
+from runkit.training_flags import check_model_and_length  # noqa: E402
 
 CONFIGS = MATH.configs  # task selector -> config file
 DEFAULT_FEATURES = ["smollm2_pass_rate", "qwen_coder_0.5b_pass_rate"]
@@ -226,10 +227,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.model is None or args.selector is None:
         parser.error("MODEL and --selector are required unless --report-only")
-    if args.steps is None and args.minutes is None:
-        parser.error("give --steps, --minutes, or both")
-    if not args.model.exists():
-        parser.error(f"model: no such file or folder: {args.model}")
+    check_model_and_length(parser, args)
     data = args.data.resolve()
     for split in ("train", "test"):
         if not (data / f"{split}.parquet").is_file():

@@ -27,8 +27,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # run as a script: the repo's packages
 
-from gpu.frozenlake_learning import evaluate_command, model_folder, vllm_server  # noqa: E402
 from rftkit.cli import HelpFormatter  # noqa: E402
+from runkit.commands import evaluate_command  # noqa: E402
+from runkit.serving import model_folder, vllm_server  # noqa: E402
 from runkit.steps import log, run_step  # noqa: E402
 
 

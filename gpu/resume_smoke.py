@@ -32,8 +32,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # run as a script from anywhere
 
-from gpu.smoke import SMOKE_SETTINGS, Check, command_for, job_dir, make_data  # noqa: E402
+from gpu.smoke import SMOKE_SETTINGS, Check, command_for  # noqa: E402
 from rftkit.cli import HelpFormatter  # noqa: E402
+from runkit.runs import job_dir  # noqa: E402
+from runkit.sample_data import make_data  # noqa: E402
 from runkit.steps import last_line, run_step, wait_for_free_gpus  # noqa: E402
 
 
@@ -128,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     if not 0 < args.kill_after < args.steps:
         parser.error(f"--kill-after must be between 1 and --steps - 1, got {args.kill_after} with --steps {args.steps}")
 
-    from gpu.tiny_model import build_tiny_model
+    from runkit.tiny_model import build_tiny_model
     from rftkit.supervise import log_sizes
 
     out = args.out.resolve()

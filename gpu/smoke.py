@@ -48,9 +48,10 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # run as a script from anywhere
 
 from rftkit.cli import HelpFormatter  # noqa: E402
-from rftkit.example import Example  # noqa: E402
 from runkit.commands import launch_command  # noqa: E402
 from runkit.examples import CONFIGS  # noqa: E402  (config file name -> its example and task selector)
+from runkit.runs import job_dir  # noqa: E402
+from runkit.sample_data import SAMPLE_DATA, make_data, sample_data  # noqa: E402
 from runkit.steps import run_step  # noqa: E402
 
 STEPS = 2
@@ -80,9 +81,6 @@ SMOKE_SETTINGS = {
 }
 
 
-# Below the work folder, the splits make_data writes for each example, by role
-SAMPLE_DATA = {"frozenlake": {"train": "data/frozenlake", "eval": "data/frozenlake"},
-               "math": {"train": "data/math/guru_math", "eval": "data/math/aime24"}}
 EXPERIENCE_COUNT = "experience_pipeline/experience_count"
 FAULT_PLUGINS = REPO / "gpu" / "faults"
 FAULTS = {
@@ -118,48 +116,12 @@ class RunResult:
         return bool(self.checks) and all(check.ok for check in self.checks)
 
 
-def make_data(work: Path) -> None:
-    """Small data through the project's own scripts, as a user would make it."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from math_bots.data import guru_row
-
-    work.mkdir(parents=True, exist_ok=True)  # the data scripts' logs go there
-    run_step([sys.executable, "scripts/get_frozenlake_data.py", "--map_max_size", "4", "--train_size", "64",
-              "--test_size", "8", "--local_dir", str(work / "data" / "frozenlake")], work / "frozenlake_data.log",
-             check=True)
-    raw = work / "raw"
-    raw.mkdir(parents=True, exist_ok=True)
-    rows = [guru_row(f"What is {i} times {i + 3}? Please output the final answer within \\boxed{{}}.",
-                     str(i * (i + 3)), weak=(i % 10) / 10, strong=min(1.0, (i % 10) / 10 + 0.3)) for i in range(64)]
-    pq.write_table(pa.Table.from_pylist(rows), raw / "guru.parquet")
-    aime = [{"problem": f"Find the remainder when {7 ** i} is divided by 1000.", "answer": str(7 ** i % 1000)}
-            for i in range(8)]
-    pq.write_table(pa.Table.from_pylist(aime), raw / "aime.parquet")
-    run_step([sys.executable, "scripts/prepare_math_data.py", "--input", str(raw / "guru.parquet"),
-              "--aime_input", str(raw / "aime.parquet"), "--processed_data_dir",
-              str(work / "data" / "math" / "guru_math"), "--aime_dir", str(work / "data" / "math" / "aime24")],
-             work / "math_data.log", check=True)
-
-
-def sample_data(example: Example, work: Path) -> dict[str, Path]:
-    """The folders make_data wrote for `example`, by role."""
-    return {role: work / folder for role, folder in SAMPLE_DATA[example.name].items()}
-
-
 def command_for(config: str, work: Path, model: Path, checkpoints: Path, fault: str | None = None,
                 attn: str | None = None) -> list[str]:
     example, selector = CONFIGS[config]
     return launch_command(example, config=example.configs[selector], model=model, checkpoints=checkpoints,
                           data=sample_data(example, work), attn=attn,
                           settings={**SMOKE_SETTINGS, **FAULTS.get(fault, {})})
-
-
-def job_dir(checkpoints: Path) -> Path | None:
-    """The run's folder, <checkpoints>/<project>/<name>: the one that holds Trinity's logs."""
-    found = sorted(checkpoints.glob("*/*/log"))
-    return found[0].parent if found else None
 
 
 def launch_plan(checkpoints: Path) -> tuple[int, str]:
@@ -327,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"GPU smoke: {gpus} x {torch.cuda.get_device_name(0)}, torch {torch.__version__}; work in {work}", flush=True)
 
     from gpu import engine_check
-    from gpu.tiny_model import build_tiny_model
+    from runkit.tiny_model import build_tiny_model
 
     started = time.time()
     model = build_tiny_model(work / "model", args.tokenizer)

@@ -47,10 +47,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from gpu import smoke  # noqa: E402  (the data and the run folder are the smoke's)
 from rftkit.cli import HelpFormatter  # noqa: E402
 from runkit.commands import launch_command  # noqa: E402
 from runkit.examples import EXAMPLES  # noqa: E402
+from runkit.runs import job_dir  # noqa: E402
+from runkit.sample_data import make_data, sample_data  # noqa: E402  (the smoke's data)
 from runkit.steps import run_step  # noqa: E402
 
 # Each example at its default config's scale (FrozenLake's frozenlake.yaml, math's config_difficulty.yaml)
@@ -105,7 +106,7 @@ def command(example: str, model: Path, work: Path, checkpoints: Path, steps: int
                 "trainer.save_interval": 10 ** 6}
     described = EXAMPLES[example]
     return launch_command(described, config=described.configs[described.default_selector], model=model,
-                          checkpoints=checkpoints, data=smoke.sample_data(described, work), settings=settings,
+                          checkpoints=checkpoints, data=sample_data(described, work), settings=settings,
                           extra=extra)
 
 
@@ -230,9 +231,9 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(result, indent=2))
         return 0
 
-    from gpu.tiny_model import build_random_model
+    from runkit.tiny_model import build_random_model
 
-    smoke.make_data(work)
+    make_data(work)
     if args.example == "frozenlake":  # batch 32 for several steps needs more maps than the smoke's 64
         run_step([sys.executable, "scripts/get_frozenlake_data.py", "--map_max_size", "6", "--train_size", "512",
                   "--test_size", "8", "--local_dir", str(work / "data" / "frozenlake")], work / "frozenlake_maps.log",
@@ -249,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     step = run_step(launch, out / f"{args.example}.log", label=args.example, timeout=args.timeout)
     code, seconds = step.code, step.seconds
     memory.stop.set()
-    run_dir = smoke.job_dir(checkpoints)  # a failed launch still leaves what it measured before failing
+    run_dir = job_dir(checkpoints)  # a failed launch still leaves what it measured before failing
     result = {"example": args.example, "architecture": spec["architecture"], "response_tokens": response_tokens,
               "steps": args.steps, "settings": args.set, "exit code": code, "launch seconds": seconds,
               **(summarize(run_dir, launched_at, estimate_steps, train_batch(args.example, args.set))

@@ -67,9 +67,9 @@ from types import SimpleNamespace
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from gpu.frozenlake_learning import free_port  # noqa: E402
 from rftkit.cli import HelpFormatter  # noqa: E402
 from rftkit.overrides import REF_DTYPE_KEY  # noqa: E402
+from runkit.serving import free_port  # noqa: E402
 from runkit.steps import run_step  # noqa: E402
 
 REF_OFFLOAD_KEY = "trainer.trainer_config.ref.fsdp_config.param_offload"  # rftkit.trainer.ref_model reads it
@@ -530,7 +530,7 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("error: the trainer benchmark needs a CUDA GPU; this machine has none", file=sys.stderr)
         return 2
-    from gpu.tiny_model import build_random_model
+    from runkit.tiny_model import build_random_model
     from rftkit.overrides import load_yaml
 
     out = args.out.resolve()

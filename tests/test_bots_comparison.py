@@ -46,7 +46,7 @@ def test_a_model_without_thinking_tokens_runs_without_the_reasoning_parser(tmp_p
     from tokenizers import Tokenizer, models
     from transformers import PreTrainedTokenizerFast
 
-    from gpu.tiny_model import load_tokenizer
+    from runkit.tiny_model import load_tokenizer
 
     plain = Tokenizer(models.WordLevel({"<unk>": 0, "hello": 1}, unk_token="<unk>"))  # like Qwen2.5's: no </think>
     PreTrainedTokenizerFast(tokenizer_object=plain, unk_token="<unk>").save_pretrained(tmp_path / "plain")

@@ -8,7 +8,8 @@ import pytest
 
 from conftest import REPO
 
-COMMANDS = sorted(str(path.relative_to(REPO)) for folder in ("scripts", "gpu", "benchmarks", "frozenlake", "math_bots")
+FOLDERS = ("scripts", "gpu", "runkit", "benchmarks", "frozenlake", "math_bots")
+COMMANDS = sorted(str(path.relative_to(REPO)) for folder in FOLDERS
                   for path in (REPO / folder).glob("*.py") if "ArgumentParser(" in path.read_text())
 
 

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from gpu import smoke
+from runkit.sample_data import make_data
 
 from conftest import REPO, dry_run, write_scalars
 from test_engine_check import probe, runner_logs
@@ -132,7 +133,7 @@ def test_tags_are_matched_exactly_or_by_a_prefix_ending_in_a_slash():
 def test_make_data_writes_both_examples_through_the_project_scripts(tmp_path):
     import pyarrow.parquet as pq
 
-    smoke.make_data(tmp_path)
+    make_data(tmp_path)
     assert pq.read_metadata(tmp_path / "data" / "frozenlake" / "train.parquet").num_rows == 64
     assert pq.read_metadata(tmp_path / "data" / "frozenlake" / "test.parquet").num_rows == 8
     math_train = pq.read_table(tmp_path / "data" / "math" / "guru_math" / "train.parquet")

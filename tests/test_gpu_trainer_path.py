@@ -34,7 +34,7 @@ def build(architecture: str):
     """A random-weight model of the architecture in fp32 on the GPU (the yardstick), and its bf16 copy."""
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    from gpu.tiny_model import ARCHITECTURES
+    from runkit.tiny_model import ARCHITECTURES
     from rftkit.trainer import packed_attention
 
     packed_attention.register()

@@ -15,7 +15,7 @@ def tiny_model(tmp_path_factory):
     """A 2-layer Qwen2 with grouped-query heads (4 query heads to 2 KV heads) and SmolLM2's tokenizer."""
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    from gpu.tiny_model import load_tokenizer
+    from runkit.tiny_model import load_tokenizer
 
     folder = tmp_path_factory.mktemp("tiny-qwen2")
     tokenizer = load_tokenizer(None)
