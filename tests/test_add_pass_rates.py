@@ -9,9 +9,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from rftkit.reports.evaluation import message_text
+from runkit.fake_vllm_server import FakeVLLMServer
 
 from conftest import REPO
-from fake_vllm_server import FakeVLLMServer
 
 
 def load_script(name):
