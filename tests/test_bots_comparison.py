@@ -1,4 +1,4 @@
-"""gpu/bots_comparison.py on CPU: both runs' launches pass Trinity's checker with the same settings, and the
+"""experiments/bots_comparison.py on CPU: both runs' launches pass Trinity's checker with the same settings, and the
 report reads Trinity's scalars and the evaluations into the comparison (the training itself needs GPUs)."""
 
 import json
@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from gpu import bots_comparison as comparison
+from experiments import bots_comparison as comparison
 
 from conftest import REPO, write_scalars
 

@@ -8,7 +8,7 @@ import pytest
 
 from conftest import REPO
 
-FOLDERS = ("scripts", "gpu", "runkit", "benchmarks", "frozenlake", "math_bots")
+FOLDERS = ("scripts", "experiments", "gpu", "runkit", "benchmarks", "frozenlake", "math_bots")
 COMMANDS = sorted(str(path.relative_to(REPO)) for folder in FOLDERS
                   for path in (REPO / folder).glob("*.py") if "ArgumentParser(" in path.read_text())
 

@@ -1,4 +1,4 @@
-"""gpu/frozenlake_learning.py, up to the GPU: the GGUF conversion, the training launch, the comparison."""
+"""experiments/frozenlake_learning.py, up to the GPU: the GGUF conversion, the training launch, the comparison."""
 
 import argparse
 import json
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gpu import frozenlake_learning as learning
+from experiments import frozenlake_learning as learning
 from runkit.runs import last_checkpoint
 from runkit.serving import hf_from_gguf, model_folder
 from runkit.steps import Step

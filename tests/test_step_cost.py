@@ -1,9 +1,9 @@
-"""gpu/step_cost.py up to the GPU: its launches pass Trinity's checker at real scale, and its summary."""
+"""experiments/step_cost.py up to the GPU: its launches pass Trinity's checker at real scale, and its summary."""
 
 
 import pytest
 
-from gpu import step_cost
+from experiments import step_cost
 
 from conftest import dry_run, write_scalars
 

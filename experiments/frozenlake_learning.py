@@ -1,6 +1,6 @@
 """FrozenLake with a real model on GPUs: evaluate it, train it, evaluate the result, draw both.
 
-    python gpu/frozenlake_learning.py MODEL --out outputs/learning --minutes 12 [--steps N] \\
+    python -m experiments.frozenlake_learning MODEL --out outputs/learning --minutes 12 [--steps N] \\
         [--batch 32 --group 16 --lr 1e-6] [--data data/frozenlake] [--repeats 4] [--set KEY=VALUE ...]
 
 MODEL is a Hugging Face model folder, or a GGUF file, which transformers turns into one
@@ -30,17 +30,16 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))  # run as a script: the repo's packages
+from frozenlake.example import FROZENLAKE
+from frozenlake.report import compare
+from rftkit.cli import HelpFormatter
+from runkit.commands import evaluate_command, launch_command
+from runkit.runs import job_dir, last_checkpoint
+from runkit.serving import model_folder, vllm_server
+from runkit.steps import log, run_step
+from runkit.training_flags import check_model_and_length
 
-from frozenlake.example import FROZENLAKE  # noqa: E402
-from frozenlake.report import compare  # noqa: E402
-from rftkit.cli import HelpFormatter  # noqa: E402
-from runkit.commands import evaluate_command, launch_command  # noqa: E402
-from runkit.runs import job_dir, last_checkpoint  # noqa: E402
-from runkit.serving import model_folder, vllm_server  # noqa: E402
-from runkit.steps import log, run_step  # noqa: E402
-from runkit.training_flags import check_model_and_length  # noqa: E402
+REPO = Path(__file__).resolve().parent.parent  # the checkout: the default folders are below it
 
 # The rollouts' success, invalid moves and episode length; and the policy version the trainer's batch
 # was sampled from, which shows how far training lags the rollouts (one experience per move means an
@@ -80,7 +79,8 @@ def draw_curves(out: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+    parser = argparse.ArgumentParser(prog="python -m experiments.frozenlake_learning", description=__doc__,
+                                     formatter_class=HelpFormatter)
     parser.add_argument("model", type=Path, nargs="?", help="HF model folder, or a .gguf file to convert")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--data", type=Path, default=REPO / "data" / "frozenlake",
