@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rftkit.run_state import TRACKER, tracker_step  # the one reader of verl's checkpoint pointer
+
 
 def job_dir(checkpoints: Path) -> Path | None:
     """The run's folder, <checkpoints>/<project>/<name>: the one that holds Trinity's logs."""
@@ -17,8 +19,8 @@ def last_checkpoint(checkpoints: Path) -> Path:
 
     Trinity writes latest_checkpointed_iteration.txt only after a save has finished, so a run
     interrupted mid-save still names a complete one; without that file, the highest step."""
-    for tracker in checkpoints.glob("*/*/latest_checkpointed_iteration.txt"):
-        weights = tracker.parent / f"global_step_{tracker.read_text().strip()}" / "actor" / "huggingface"
+    for tracker in checkpoints.glob(f"*/*/{TRACKER}"):
+        weights = tracker.parent / f"global_step_{tracker_step(tracker.parent)}" / "actor" / "huggingface"
         if weights.is_dir():
             return weights
     found = sorted(checkpoints.glob("*/*/global_step_*/actor/huggingface"),
