@@ -8,7 +8,7 @@ The training path is what a rollout does for every move: `run_frozen_lake` insid
 records the call's token ids and logprobs (enable_history), then builds experiences. The direct
 path replays the same request bodies, one at a time, with a plain HTTP client. Both run in this
 process against the same server, one episode or request at a time; the ratio is the harness's
-share. By default the server is `tests/fake_vllm_server.py`, a fixture that answers in about a
+share. By default the server is `runkit/fake_vllm_server.py`, a stand-in that answers in about a
 millisecond with vLLM's extra fields, so the difference is the harness alone; with --base-url
 (a `vllm serve` of any chat model) the bodies go through a recording proxy in this process,
 whose hop (about a millisecond) counts against the training path.
@@ -21,20 +21,15 @@ import asyncio
 import statistics
 import sys
 import time
-from pathlib import Path
 
 import httpx
 from fastapi import Request
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(REPO), str(REPO / "tests")]  # the adapter harness and the fixture server live in tests/
-
-from adapter_harness import run_in_adapter  # noqa: E402
-from fake_vllm_server import FakeVLLMServer  # noqa: E402
-
-from frozenlake.data import solvable_tasks  # noqa: E402
-from frozenlake.workflow import run_frozen_lake  # noqa: E402
-from rftkit.cli import HelpFormatter  # noqa: E402
+from frozenlake.data import solvable_tasks
+from frozenlake.workflow import run_frozen_lake
+from rftkit.cli import HelpFormatter
+from runkit.adapter_harness import run_in_adapter
+from runkit.fake_vllm_server import FakeVLLMServer
 
 
 class RecordingProxy(FakeVLLMServer):
@@ -103,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         full, direct, calls = asyncio.run(measure(tasks, server, args.base_url or server.url, args.model_name,
                                                   args.rounds))
     full_ms, direct_ms = 1000 * statistics.median(full), 1000 * statistics.median(direct)
-    where = args.base_url or "the fixture server (tests/fake_vllm_server.py)"
+    where = args.base_url or "the fixture server (runkit/fake_vllm_server.py)"
     print(f"{args.episodes} FrozenLake episodes x {args.rounds} rounds, {calls} calls a round, against {where}:")
     print(f"  training path (agent, adapter, ModelWrapper with history)  {full_ms:7.1f} ms per call")
     print(f"  the same requests sent directly                            {direct_ms:7.1f} ms per call")

@@ -1,4 +1,4 @@
-"""The FrozenLake example as its main.py, scripts/evaluate.py and the GPU scripts see it."""
+"""The FrozenLake example as its main.py, scripts/evaluate.py, the experiments and the GPU smoke see it."""
 
 from frozenlake import data, report
 from frozenlake.policies import OracleModel, RandomModel

@@ -1,4 +1,4 @@
-"""The math example as its main.py, scripts/evaluate.py and the GPU scripts see it."""
+"""The math example as its main.py, scripts/evaluate.py, the experiments and the GPU smoke see it."""
 
 from math_bots import data, report
 from math_bots.judge import gsm8k_judge

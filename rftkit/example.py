@@ -1,6 +1,6 @@
 """An example described once: what its main.py launches, what scripts/evaluate.py plays and reports,
 what a training run of it must log. Each example defines one in <folder>/example.py; runkit.examples
-lists them for the entry points and the GPU scripts."""
+lists them for the entry points, the experiments and the GPU smoke."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ REPO = Path(__file__).resolve().parents[1]  # configs/ lies beside the packages,
 
 @dataclass(frozen=True)
 class Example:
-    name: str  # evaluate.py's --task, the GPU scripts' example argument
+    name: str  # evaluate.py's --task, the experiments' example argument
     title: str  # in messages: "--model oracle is a FrozenLake policy"
     main: str  # the entry point, relative to the repo
     workflow: Callable  # workflow_func; Ray workers import it by its module path, so it stays where it is

@@ -1,3 +1,12 @@
-"""What drives the examples from outside them, for the entry points and the GPU scripts: `examples`,
-the examples this project ships and their configs; `commands`, the launch command line built from
-settings; `steps`, the one runner of a step (a launch, an evaluation, a data script) as a subprocess."""
+"""What drives the examples from outside them, for the entry points, the experiments and the GPU smoke:
+
+- `examples`: the examples this project ships and their configs;
+- `commands`: the command lines built from settings, a launch's and an evaluation's;
+- `steps`: the one runner of a step (a launch, an evaluation, a data script) as a subprocess;
+- `runs`: a run's folder and its last checkpoint, as Trinity leaves them;
+- `sample_data`: small data for both examples, made through the project's scripts;
+- `serving`: a model served by vLLM for an evaluation (a GGUF turned into an HF folder first);
+- `tiny_model`: random-weight models built offline, tiny or of a real model's architecture;
+- `training_flags`: the checks of the flags every experiment that trains a model takes;
+- `fake_vllm_server` and `adapter_harness`: a stand-in for a vLLM engine, and a workflow run inside
+  Trinity's adapter as tune() runs it, for the tests and the call-overhead benchmark."""

@@ -83,7 +83,7 @@ def run_step(command: list[str], log_file: Path, *, label: str = "", timeout: fl
 def hear_sigint() -> None:
     """Run in a step's process before it starts: SIGINT back to its default action.
 
-    A background job of a non-interactive shell (`setsid nohup python3 gpu/... &`, as on the
+    A background job of a non-interactive shell (`setsid nohup python3 -m experiments... &`, as on the
     GPU machine) starts with SIGINT ignored, and every process below it inherits that, so a
     Python step installs no KeyboardInterrupt handler: the time limit's SIGINT then did nothing
     and the run was killed 105 s later. With the default action restored, Python handles it."""

@@ -59,7 +59,7 @@ def write_model(folder, seed, init_range=0.02, nudge_from=None):
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from gpu import engine_check
+    from tests.gpu import engine_check
 
     torch.manual_seed(seed)
     if nudge_from is not None:

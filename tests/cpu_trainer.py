@@ -1,4 +1,5 @@
-"""Run one setting of gpu/trainer_speed.py on CPU, with a tiny model: the trainer's real code path, minus the GPU.
+"""Run one setting of experiments/trainer_speed.py on CPU, with a tiny model: the trainer's real code path,
+minus the GPU.
 
     python tests/cpu_trainer.py SETTING MODEL_DIR WORK_DIR RESULT.json
 
@@ -17,7 +18,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from gpu import trainer_speed  # noqa: E402
+from experiments import trainer_speed  # noqa: E402
 
 # A batch small enough for a CPU, still of mixed lengths.
 trainer_speed.EXAMPLES["frozenlake"].update(experiences=6, prompt=(20, 40), reply=(4, 30))

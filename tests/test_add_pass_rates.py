@@ -9,9 +9,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from rftkit.reports.evaluation import message_text
+from runkit.fake_vllm_server import FakeVLLMServer
 
 from conftest import REPO
-from fake_vllm_server import FakeVLLMServer
 
 
 def load_script(name):
@@ -85,7 +85,7 @@ def test_episodes_of_part_of_the_split_or_of_another_split_are_refused(split, tm
 
 
 def test_the_gpu_script_refuses_bad_models_and_a_missing_split_before_starting_anything(split, tmp_path, capsys):
-    import gpu.math_pass_rates as script
+    import experiments.math_pass_rates as script
 
     for argv, message in [(["smollm2", "--out", str(tmp_path)], "'smollm2': expected NAME=MODEL"),
                           ([f"a b={split}", "--out", str(tmp_path)], "expected NAME=MODEL"),

@@ -1,4 +1,4 @@
-"""gpu/bots_comparison.py on CPU: both runs' launches pass Trinity's checker with the same settings, and the
+"""experiments/bots_comparison.py on CPU: both runs' launches pass Trinity's checker with the same settings, and the
 report reads Trinity's scalars and the evaluations into the comparison (the training itself needs GPUs)."""
 
 import json
@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from gpu import bots_comparison as comparison
+from experiments import bots_comparison as comparison
 
 from conftest import REPO, write_scalars
 
@@ -46,7 +46,7 @@ def test_a_model_without_thinking_tokens_runs_without_the_reasoning_parser(tmp_p
     from tokenizers import Tokenizer, models
     from transformers import PreTrainedTokenizerFast
 
-    from gpu.tiny_model import load_tokenizer
+    from runkit.tiny_model import load_tokenizer
 
     plain = Tokenizer(models.WordLevel({"<unk>": 0, "hello": 1}, unk_token="<unk>"))  # like Qwen2.5's: no </think>
     PreTrainedTokenizerFast(tokenizer_object=plain, unk_token="<unk>").save_pretrained(tmp_path / "plain")

@@ -8,7 +8,8 @@ import pytest
 
 from conftest import REPO
 
-COMMANDS = sorted(str(path.relative_to(REPO)) for folder in ("scripts", "gpu", "benchmarks", "frozenlake", "math_bots")
+FOLDERS = ("scripts", "experiments", "tests/gpu", "runkit", "benchmarks", "frozenlake", "math_bots")
+COMMANDS = sorted(str(path.relative_to(REPO)) for folder in FOLDERS
                   for path in (REPO / folder).glob("*.py") if "ArgumentParser(" in path.read_text())
 
 
@@ -34,7 +35,7 @@ def built_parser(relative: str, monkeypatch) -> argparse.ArgumentParser:
 
 
 def test_the_commands_are_found():
-    expected = {"scripts/evaluate.py", "scripts/get_frozenlake_data.py", "frozenlake/main.py", "gpu/smoke.py"}
+    expected = {"scripts/evaluate.py", "scripts/get_frozenlake_data.py", "frozenlake/main.py", "tests/gpu/smoke.py"}
     assert expected <= set(COMMANDS)
 
 

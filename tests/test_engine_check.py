@@ -1,4 +1,4 @@
-"""gpu/engine_check.py: which engines worked in which step, and whether each holds the trainer's weights.
+"""tests/gpu/engine_check.py: which engines worked in which step, and whether each holds the trainer's weights.
 
 The probe runs as the smoke runs it, a separate process watching a real (CPU) Ray cluster. The
 engines there are fixtures standing for Trinity's vLLMRolloutModel: named as Trinity's allocator
@@ -9,8 +9,7 @@ computed by transformers from small random-weight models (conftest's `versions`)
 import subprocess
 import sys
 
-
-from gpu import engine_check
+from tests.gpu import engine_check
 
 from conftest import REPO
 
@@ -78,7 +77,7 @@ WATCH_TWO_ENGINES = """
 import sys, time
 from pathlib import Path
 import ray, torch
-from gpu import engine_check
+from tests.gpu import engine_check
 
 v0, v1, out = sys.argv[1:4]
 

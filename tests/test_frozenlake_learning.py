@@ -1,4 +1,4 @@
-"""gpu/frozenlake_learning.py, up to the GPU: the GGUF conversion, the training launch, the comparison."""
+"""experiments/frozenlake_learning.py, up to the GPU: the GGUF conversion, the training launch, the comparison."""
 
 import argparse
 import json
@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from gpu import frozenlake_learning as learning
+from experiments import frozenlake_learning as learning
+from runkit.runs import last_checkpoint
+from runkit.serving import hf_from_gguf, model_folder
 from runkit.steps import Step
 
 from conftest import REPO, dry_run, write_scalars
@@ -21,7 +23,7 @@ def test_a_gguf_becomes_an_hf_model_that_transformers_loads_and_chats_with(tmp_p
 
     from rftkit.reports.local_llm import default_gguf
 
-    folder = learning.hf_from_gguf(default_gguf(), tmp_path / "model")
+    folder = hf_from_gguf(default_gguf(), tmp_path / "model")
     tokenizer = AutoTokenizer.from_pretrained(folder)
     model = AutoModelForCausalLM.from_pretrained(folder)
     assert model.dtype == torch.bfloat16 and not (tmp_path / "model.partial").exists()
@@ -30,10 +32,10 @@ def test_a_gguf_becomes_an_hf_model_that_transformers_loads_and_chats_with(tmp_p
     assert "Hi" in prompt and prompt != "Hi"
     ids = tokenizer(prompt, return_tensors="pt").input_ids
     assert model(ids).logits.shape[-1] >= len(tokenizer) - 1
-    assert learning.hf_from_gguf(default_gguf(), folder) == folder  # a finished folder is reused
+    assert hf_from_gguf(default_gguf(), folder) == folder  # a finished folder is reused
     # what the GPU scripts call: a GGUF goes through the conversion (reused here), a folder is taken as it is
-    assert learning.model_folder(default_gguf(), folder) == folder
-    assert learning.model_folder(Path(os.path.relpath(folder)), tmp_path / "unused") == folder
+    assert model_folder(default_gguf(), folder) == folder
+    assert model_folder(Path(os.path.relpath(folder)), tmp_path / "unused") == folder
 
 
 def train_dry_run(args, tmp_path):
@@ -63,9 +65,9 @@ def test_a_timed_launch_keeps_recent_checkpoints_with_hf_weights(tmp_path):
 def test_the_last_checkpoint_is_the_highest_step(tmp_path):
     for step in (9, 10, 2):
         (tmp_path / "P" / "run" / f"global_step_{step}" / "actor" / "huggingface").mkdir(parents=True)
-    assert learning.last_checkpoint(tmp_path).parent.parent.name == "global_step_10"
+    assert last_checkpoint(tmp_path).parent.parent.name == "global_step_10"
     with pytest.raises(SystemExit, match="no global_step"):
-        learning.last_checkpoint(tmp_path / "empty")
+        last_checkpoint(tmp_path / "empty")
 
 
 def test_the_last_checkpoint_is_the_last_completed_save_when_trinity_names_one(tmp_path):
@@ -73,7 +75,7 @@ def test_the_last_checkpoint_is_the_last_completed_save_when_trinity_names_one(t
     for step in (10, 20):
         (tmp_path / "P" / "run" / f"global_step_{step}" / "actor" / "huggingface").mkdir(parents=True)
     (tmp_path / "P" / "run" / "latest_checkpointed_iteration.txt").write_text("10")
-    assert learning.last_checkpoint(tmp_path).parent.parent.name == "global_step_10"
+    assert last_checkpoint(tmp_path).parent.parent.name == "global_step_10"
 
 
 def test_before_and_after_are_compared_from_real_reports(tmp_path, frozenlake_data):
@@ -136,7 +138,7 @@ def test_the_whole_script_runs_with_a_fixture_server_and_a_recorded_run(tmp_path
     and for the launch, a run folder as Trinity leaves it after an interrupt."""
     import contextlib
 
-    from fake_vllm_server import FakeVLLMServer
+    from runkit.fake_vllm_server import FakeVLLMServer
 
     model = tmp_path / "model"
     model.mkdir()

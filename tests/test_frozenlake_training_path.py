@@ -13,10 +13,10 @@ from frozenlake.workflow import run_frozen_lake
 from rftkit import cluster, launch
 from rftkit.overrides import load_yaml, resolve_config, write_yaml
 from rftkit.trinity_config import build_trinity_config
+from runkit.adapter_harness import run_in_adapter
+from runkit.fake_vllm_server import FakeVLLMServer
 
-from adapter_harness import run_in_adapter
 from conftest import REPO
-from fake_vllm_server import FakeVLLMServer
 
 
 def oracle_reply(body):

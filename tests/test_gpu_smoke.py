@@ -1,4 +1,4 @@
-"""gpu/smoke.py: its shrunk configs pass Trinity's checker here, its checks catch what they claim to,
+"""tests/gpu/smoke.py: its shrunk configs pass Trinity's checker here, its checks catch what they claim to,
 and, on a machine with a CUDA GPU, the smoke itself."""
 
 import json
@@ -10,7 +10,8 @@ import time
 import pytest
 import torch
 
-from gpu import smoke
+from runkit.sample_data import make_data
+from tests.gpu import smoke
 
 from conftest import REPO, dry_run, write_scalars
 from test_engine_check import probe, runner_logs
@@ -20,8 +21,9 @@ needs_gpus = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a C
 
 
 def smoke_on_gpus(out, *flags):
-    """gpu/smoke.py as a user runs it (tokenizer from $GPU_SMOKE_TOKENIZER where the GGUF package is absent)."""
-    result = subprocess.run([sys.executable, "gpu/smoke.py", "--out", str(out), *flags], cwd=REPO, timeout=3600)
+    """The smoke as a user runs it (tokenizer from $GPU_SMOKE_TOKENIZER where the GGUF package is absent)."""
+    result = subprocess.run([sys.executable, "-m", "tests.gpu.smoke", "--out", str(out), *flags], cwd=REPO,
+                            timeout=3600)
     summary = json.loads((out / "summary.json").read_text())
     return result.returncode, summary
 
@@ -132,7 +134,7 @@ def test_tags_are_matched_exactly_or_by_a_prefix_ending_in_a_slash():
 def test_make_data_writes_both_examples_through_the_project_scripts(tmp_path):
     import pyarrow.parquet as pq
 
-    smoke.make_data(tmp_path)
+    make_data(tmp_path)
     assert pq.read_metadata(tmp_path / "data" / "frozenlake" / "train.parquet").num_rows == 64
     assert pq.read_metadata(tmp_path / "data" / "frozenlake" / "test.parquet").num_rows == 8
     math_train = pq.read_table(tmp_path / "data" / "math" / "guru_math" / "train.parquet")
@@ -142,7 +144,7 @@ def test_make_data_writes_both_examples_through_the_project_scripts(tmp_path):
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
 def test_without_a_gpu_the_smoke_refuses_with_a_message(tmp_path):
-    result = subprocess.run([sys.executable, "gpu/smoke.py", "--out", str(tmp_path)], cwd=REPO,
+    result = subprocess.run([sys.executable, "-m", "tests.gpu.smoke", "--out", str(tmp_path)], cwd=REPO,
                             capture_output=True, text=True, env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
     assert result.returncode == 2 and "needs a CUDA GPU" in result.stderr
 

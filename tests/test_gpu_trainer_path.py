@@ -9,7 +9,7 @@
    as padded sdpa in bf16 is (within 10%), and its gradients must point the same way. A control
    packs the same sequences under plain sdpa with a mask of ones, which lets them attend to each
    other: it must land far outside, so that the comparison can tell.
-2. The trainer itself: gpu/trainer_speed.py at two layers compares Trinity's trainer worker's
+2. The trainer itself: experiments/trainer_speed.py at two layers compares Trinity's trainer worker's
    reference log-probs on the packed path with the padded path's (same weights, same batch), within
    its LOGPROB_TOLERANCE.
 """
@@ -34,7 +34,7 @@ def build(architecture: str):
     """A random-weight model of the architecture in fp32 on the GPU (the yardstick), and its bf16 copy."""
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    from gpu.tiny_model import ARCHITECTURES
+    from runkit.tiny_model import ARCHITECTURES
     from rftkit.trainer import packed_attention
 
     packed_attention.register()
@@ -106,8 +106,8 @@ def test_packed_log_probs_are_as_exact_as_padded_sdpa_in_bf16(architecture, grad
 
 
 def test_the_trainer_gives_the_padded_paths_log_probs_on_the_packed_path(tmp_path):
-    command = [sys.executable, "gpu/trainer_speed.py", "--out", str(tmp_path), "--layers", "2", "--steps", "1",
-               "--settings", "sdpa-blocks", "varlen"]
+    command = [sys.executable, "-m", "experiments.trainer_speed", "--out", str(tmp_path), "--layers", "2",
+               "--steps", "1", "--settings", "sdpa-blocks", "varlen"]
     if os.environ.get("GPU_SMOKE_TOKENIZER"):
         command += ["--tokenizer", os.environ["GPU_SMOKE_TOKENIZER"]]
     result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=1800)

@@ -98,7 +98,7 @@ def test_checkpoints_name_no_attention_so_they_load_anywhere(attention, tmp_path
 
     from conftest import REPO
 
-    from gpu.tiny_model import load_tokenizer
+    from runkit.tiny_model import load_tokenizer
 
     model_pair("qwen2", tmp_path)  # writes the weights to tmp_path
 

@@ -1,4 +1,4 @@
-"""gpu/resume_smoke.py: its checks catch what they claim to (on CPU), and, on a machine with a CUDA GPU,
+"""tests/gpu/resume_smoke.py: its checks catch what they claim to (on CPU), and, on a machine with a CUDA GPU,
 a BOTS launch killed with SIGKILL after step 3 and started again finishes its 6 steps from the checkpoint."""
 
 import json
@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from gpu import resume_smoke
 from rftkit.trinity_plugins.resumable_bots import RESTORED, posterior_digest
+from tests.gpu import resume_smoke
 
 from conftest import REPO
 from test_gpu_smoke import needs_gpus
@@ -54,6 +54,7 @@ def test_each_check_catches_its_failure(tmp_path, change, caught):
 
 @needs_gpus
 def test_gpu_a_killed_bots_run_resumes(tmp_path):
-    result = subprocess.run([sys.executable, "gpu/resume_smoke.py", "--out", str(tmp_path)], cwd=REPO, timeout=3600)
+    result = subprocess.run([sys.executable, "-m", "tests.gpu.resume_smoke", "--out", str(tmp_path)], cwd=REPO,
+                            timeout=3600)
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert result.returncode == 0, [check for check in summary["checks"] if not check["ok"]]

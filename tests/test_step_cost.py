@@ -1,9 +1,9 @@
-"""gpu/step_cost.py up to the GPU: its launches pass Trinity's checker at real scale, and its summary."""
+"""experiments/step_cost.py up to the GPU: its launches pass Trinity's checker at real scale, and its summary."""
 
 
 import pytest
 
-from gpu import step_cost
+from experiments import step_cost
 
 from conftest import dry_run, write_scalars
 
@@ -82,7 +82,7 @@ def test_a_failed_launch_still_leaves_its_figures_and_exit_code(tmp_path, monkey
     """As on the H200: step 1's rollouts logged, then the trainer ran out of memory (exit 1)."""
     import json
 
-    from gpu import tiny_model
+    from runkit import tiny_model
     from runkit.steps import Step
 
     def random_model(folder, architecture, tokenizer, device):

@@ -1,15 +1,12 @@
-"""gpu/tiny_model.py on CPU: the folder it writes loads as a chat model that vLLM's parsers accept."""
+"""runkit/tiny_model.py on CPU: the folder it writes loads as a chat model that vLLM's parsers accept."""
 
 import hashlib
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-# gpu/ is GPU tooling kept out of the installed packages, so import it from the checkout.
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from gpu.tiny_model import AGENT_TOKENS, CHATML_TOKENS, build_tiny_model, export_tokenizer, main  # noqa: E402
+from runkit.tiny_model import AGENT_TOKENS, CHATML_TOKENS, build_tiny_model, export_tokenizer, main
 
 TOOL = {
     "type": "function",
@@ -203,7 +200,7 @@ def test_a_random_model_of_a_published_architecture_loads_at_its_real_width(arch
     import torch
     from transformers import AutoModelForCausalLM
 
-    from gpu.tiny_model import ARCHITECTURES, build_random_model
+    from runkit.tiny_model import ARCHITECTURES, build_random_model
 
     folder = build_random_model(tmp_path / "m", architecture, exported, layers=1)
     model = AutoModelForCausalLM.from_pretrained(folder)

@@ -1,4 +1,4 @@
-"""gpu/trainer_speed.py on CPU: Trinity's trainer worker, built as a launch builds it, runs a step and a weight
+"""experiments/trainer_speed.py on CPU: Trinity's trainer worker, built as a launch builds it, runs a step and a weight
 sync with the old and the new settings (tests/cpu_trainer.py), and they agree on the log-probs."""
 
 import json
@@ -15,7 +15,7 @@ def tiny_model(tmp_path_factory):
     """A 2-layer Qwen2 with grouped-query heads (4 query heads to 2 KV heads) and SmolLM2's tokenizer."""
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    from gpu.tiny_model import load_tokenizer
+    from runkit.tiny_model import load_tokenizer
 
     folder = tmp_path_factory.mktemp("tiny-qwen2")
     tokenizer = load_tokenizer(None)
@@ -61,7 +61,7 @@ def test_the_old_setting_is_what_ran_before(runs):
 
 
 def test_packed_and_padded_give_the_same_reference_log_probs(runs):
-    from gpu.trainer_speed import GAP, LOGPROB_TOLERANCE, add_gaps
+    from experiments.trainer_speed import GAP, LOGPROB_TOLERANCE, add_gaps
 
     add_gaps(runs)
     packed, old = runs["varlen"][GAP], runs["before"][GAP]

@@ -15,7 +15,7 @@ FSDP2_GATHER = """
 import os, torch, torch.distributed as dist
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
-from gpu.frozenlake_learning import free_port
+from runkit.serving import free_port
 os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
 dist.init_process_group("gloo", rank=0, world_size=1)
 mesh = init_device_mesh("cpu", (1,))

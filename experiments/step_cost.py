@@ -1,9 +1,9 @@
 """What a training step costs at the configs' real scale, on this machine's GPUs.
 
-    python gpu/step_cost.py frozenlake --out outputs/step-cost      # Qwen2.5-3B's shape, batch 32 x group 16
-    python gpu/step_cost.py math --out outputs/step-cost            # Qwen3-0.6B's shape, batch 16 x group 8
+    python -m experiments.step_cost frozenlake --out outputs/step-cost  # Qwen2.5-3B's shape, batch 32 x group 16
+    python -m experiments.step_cost math --out outputs/step-cost        # Qwen3-0.6B's shape, batch 16 x group 8
 
-A random-weight model of the example's real architecture (gpu/tiny_model.py's ARCHITECTURES,
+A random-weight model of the example's real architecture (runkit.tiny_model's ARCHITECTURES,
 from the published configs; no download) trains a few steps through the real `main.py` with the
 shipped config's batch, group, context and learning rate. Only two things are shrunk, and said:
 
@@ -27,7 +27,7 @@ more setting, for example explorer.runner_per_model, and is recorded. Results go
 Trainer steps per explore step are counted from the experiences an explore step made and the train
 batch, so a run stopped before its trainer caught up still estimates right.
 
-    python gpu/step_cost.py frozenlake --out DIR --report-only RUN_DIR --launched-at '2026-12-01 06:07:34'
+    python -m experiments.step_cost frozenlake --out DIR --report-only RUN_DIR --launched-at '2026-12-01 06:07:34'
 
 summarises a run folder fetched from a launch that did not end by itself, and runs nothing.
 """
@@ -44,14 +44,13 @@ import threading
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 
-from gpu import smoke  # noqa: E402  (the data and the run folder are the smoke's)
-from rftkit.cli import HelpFormatter  # noqa: E402
-from runkit.commands import launch_command  # noqa: E402
-from runkit.examples import EXAMPLES  # noqa: E402
-from runkit.steps import run_step  # noqa: E402
+from rftkit.cli import HelpFormatter
+from runkit.commands import launch_command
+from runkit.examples import EXAMPLES
+from runkit.runs import job_dir
+from runkit.sample_data import make_data, sample_data  # the smoke's data
+from runkit.steps import run_step
 
 # Each example at its default config's scale (FrozenLake's frozenlake.yaml, math's config_difficulty.yaml)
 SCALE = {
@@ -105,7 +104,7 @@ def command(example: str, model: Path, work: Path, checkpoints: Path, steps: int
                 "trainer.save_interval": 10 ** 6}
     described = EXAMPLES[example]
     return launch_command(described, config=described.configs[described.default_selector], model=model,
-                          checkpoints=checkpoints, data=smoke.sample_data(described, work), settings=settings,
+                          checkpoints=checkpoints, data=sample_data(described, work), settings=settings,
                           extra=extra)
 
 
@@ -202,7 +201,8 @@ def report(example: str, run_dir: Path, launched_at: str, settings: list[str], e
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+    parser = argparse.ArgumentParser(prog="python -m experiments.step_cost", description=__doc__,
+                                     formatter_class=HelpFormatter)
     parser.add_argument("example", choices=list(SCALE))
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--steps", type=int, default=4, help="training steps to time (default: %(default)s)")
@@ -230,9 +230,9 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(result, indent=2))
         return 0
 
-    from gpu.tiny_model import build_random_model
+    from runkit.tiny_model import build_random_model
 
-    smoke.make_data(work)
+    make_data(work)
     if args.example == "frozenlake":  # batch 32 for several steps needs more maps than the smoke's 64
         run_step([sys.executable, "scripts/get_frozenlake_data.py", "--map_max_size", "6", "--train_size", "512",
                   "--test_size", "8", "--local_dir", str(work / "data" / "frozenlake")], work / "frozenlake_maps.log",
@@ -249,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     step = run_step(launch, out / f"{args.example}.log", label=args.example, timeout=args.timeout)
     code, seconds = step.code, step.seconds
     memory.stop.set()
-    run_dir = smoke.job_dir(checkpoints)  # a failed launch still leaves what it measured before failing
+    run_dir = job_dir(checkpoints)  # a failed launch still leaves what it measured before failing
     result = {"example": args.example, "architecture": spec["architecture"], "response_tokens": response_tokens,
               "steps": args.steps, "settings": args.set, "exit code": code, "launch seconds": seconds,
               **(summarize(run_dir, launched_at, estimate_steps, train_batch(args.example, args.set))

@@ -1,4 +1,5 @@
-"""A test fixture: an OpenAI-compatible chat server on 127.0.0.1 that answers like vLLM does for Trinity.
+"""A stand-in for a vLLM engine, for the tests and the call-overhead benchmark: an OpenAI-compatible chat
+server on 127.0.0.1 that answers like vLLM does for Trinity.
 
 Trinity's ModelWrapper (with history recording) asks for `return_token_ids` and
 logprobs, and builds experiences from vLLM's extra response fields: the

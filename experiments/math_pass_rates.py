@@ -1,6 +1,7 @@
 """Reference pass rates for the math training split, measured the BOTS way, on GPUs.
 
-    python gpu/math_pass_rates.py --data data/math_bots/gsm_symbolic --out outputs/pass-rates --repeats 4 \\
+    python -m experiments.math_pass_rates --data data/math_bots/gsm_symbolic --out outputs/pass-rates \\
+        --repeats 4 \\
         smollm2=path/to/SmolLM2-135M-Instruct.gguf qwen_coder_0.5b=path/to/qwen2.5-coder-0.5b.gguf
 
 BOTS starts each task's difficulty estimate from the pass rates of reference models of different
@@ -24,12 +25,12 @@ import re
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))  # run as a script: the repo's packages
+from rftkit.cli import HelpFormatter
+from runkit.commands import evaluate_command
+from runkit.serving import model_folder, vllm_server
+from runkit.steps import log, run_step
 
-from gpu.frozenlake_learning import evaluate_command, model_folder, vllm_server  # noqa: E402
-from rftkit.cli import HelpFormatter  # noqa: E402
-from runkit.steps import log, run_step  # noqa: E402
+REPO = Path(__file__).resolve().parent.parent  # the checkout: the default folders are below it
 
 
 def model_pairs(values: list[str], parser: argparse.ArgumentParser) -> list[tuple[str, Path]]:
@@ -45,7 +46,8 @@ def model_pairs(values: list[str], parser: argparse.ArgumentParser) -> list[tupl
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+    parser = argparse.ArgumentParser(prog="python -m experiments.math_pass_rates", description=__doc__,
+                                     formatter_class=HelpFormatter)
     parser.add_argument("models", nargs="+", metavar="NAME=MODEL", help="HF model folder or .gguf file, weakest first")
     parser.add_argument("--data", type=Path, default=REPO / "data" / "math_bots" / "gsm_symbolic",
                         help="folder with the split (default: %(default)s)")

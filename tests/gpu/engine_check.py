@@ -1,12 +1,12 @@
 """Did every rollout engine work in every step, and hold the trainer's weights after each sync?
 
-The GPU smoke test (gpu/smoke.py) asks both of every run; they matter most where the launcher
+The GPU smoke test (tests/gpu/smoke.py) asks both of every run; they matter most where the launcher
 plans several engines (4 GPUs and up), which a one-engine run cannot show.
 
 * Rollouts: Trinity's scheduler binds runner i to engine i % engine_num
   (trinity/explorer/scheduler.py) and every runner logs "Starting task: step=N" to
   explorer_runner_<i>.log, so the runner logs tell which engines worked in which explore step.
-* Weights: while the run goes on, this file run as a script asks every engine through Ray which
+* Weights: while the run goes on, this module run as a program asks every engine through Ray which
   policy version it holds and, at each version it reaches, the log-probabilities it gives a
   fixed token sequence (vLLMRolloutModel.get_model_version and .logprobs). Afterwards
   `weight_checks` computes the same with transformers from the trainer's checkpoint of that
@@ -15,8 +15,8 @@ plans several engines (4 GPUs and up), which a one-engine run cannot show.
   the smoke adds an entropy term and a large learning rate); a version whose weights moved the
   log-probabilities too little to tell fails as such.
 
-    python gpu/engine_check.py --out probes.jsonl   # beside a launch; stop it when the launch has ended
-    with engine_check.watching(probes, log): ...    # the same, for the time the block runs
+    python -m tests.gpu.engine_check --out probes.jsonl   # beside a launch, from the repo's root, until it ends
+    with engine_check.watching(probes, log): ...          # the same, for the time the block runs
 """
 
 from __future__ import annotations
@@ -31,13 +31,16 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from rftkit.cli import HelpFormatter
+
+REPO = Path(__file__).resolve().parents[2]  # the probe runs as a module of the checkout: from its root
 PROBE_TOKENS = list(range(1000, 1064))  # fixed ids inside any real vocabulary: only the weights vary
 TEMPERATURE = 1.0  # the engines' log-probabilities unscaled, as transformers gives them
 ENGINE_ACTOR = re.compile(r"_rollout_model_(\d+)_0$")  # Trinity's allocator: <explorer>_rollout_model_<engine>_<node>
 RUNNER_LOG = re.compile(r"explorer_runner_(\d+)\.log$")
 TASK_STARTED = re.compile(r"Starting task: step=(\d+),")  # eval batches read "step=<N>/<taskset>,"
 # Mean |difference| per token, in nats. On the smoke's model bf16 against fp32 differs by 0.0014, and
-# one update at the smoke's learning rate moves it by 0.35 (benchmarks/engine_check_margin.py, CPU).
+# one update at the smoke's learning rate moves it by 0.35 (tests/gpu/engine_check_margin.py, CPU).
 # On one H200 a vLLM engine and transformers differed by 0.0010 to 0.0014 (docs/gpu.md, GPU smoke test).
 TOLERANCE = 0.03
 MIN_MOVE = 0.1
@@ -113,8 +116,9 @@ def watching(out: Path, log: Path, interval: float = 2.0):
     time the block runs; its output goes to `log`. Yields the process."""
     out.unlink(missing_ok=True)
     with open(log, "w") as output:
-        probe = subprocess.Popen([sys.executable, __file__, "--out", str(out), "--interval", str(interval)],
-                                 stdout=output, stderr=subprocess.STDOUT, start_new_session=True)
+        probe = subprocess.Popen([sys.executable, "-m", "tests.gpu.engine_check", "--out", str(out.resolve()),
+                                  "--interval", str(interval)], cwd=REPO, stdout=output, stderr=subprocess.STDOUT,
+                                 start_new_session=True)
         try:
             yield probe
         finally:
@@ -184,10 +188,8 @@ def weight_checks(probes: list[dict], engines: int, weights_of: Callable[[int], 
 
 
 def main(argv: list[str] | None = None) -> int:
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # started as a script by watching()
-    from rftkit.cli import HelpFormatter
-
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+    parser = argparse.ArgumentParser(prog="python -m tests.gpu.engine_check", description=__doc__,
+                                     formatter_class=HelpFormatter)
     parser.add_argument("--out", type=Path, required=True, help="JSON lines to append the probes to")
     parser.add_argument("--interval", type=float, default=2.0, help="seconds between rounds (default: %(default)s)")
     args = parser.parse_args(argv)

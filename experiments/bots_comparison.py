@@ -1,8 +1,8 @@
 """BOTS against random with a real model on one GPU: the same training twice, then compared.
 
-    python gpu/bots_comparison.py MODEL --selector random --out outputs/bots --minutes 20
-    python gpu/bots_comparison.py MODEL --selector difficulty --out outputs/bots --minutes 20
-    python gpu/bots_comparison.py --report-only --out outputs/bots
+    python -m experiments.bots_comparison MODEL --selector random --out outputs/bots --minutes 20
+    python -m experiments.bots_comparison MODEL --selector difficulty --out outputs/bots --minutes 20
+    python -m experiments.bots_comparison --report-only --out outputs/bots
 
 Upstream's math example exists to show that Trinity's `difficulty_based` task selection (BOTS) trains
 better than `random`. This trains `configs/config_random.yaml` and `configs/config_difficulty.yaml`
@@ -10,7 +10,8 @@ with the same model, data, seed, batch, group, learning rate and time budget, on
 (one 30-minute hold of one GPU holds one run), and compares them.
 
 Data: the GSM-Symbolic splits (`scripts/prepare_math_data.py --source gsm-symbolic`) with reference
-pass-rate columns (`gpu/math_pass_rates.py`), named by `--features`, weakest first: BOTS's priors.
+pass-rate columns (`python -m experiments.math_pass_rates`), named by `--features`, weakest first:
+BOTS's priors.
 
 The shipped configs are upstream's, sized for 8 GPUs; the one-GPU variant is ONE_GPU below, applied
 with the launcher's --set: shorter replies and context, and checkpoints to evaluate. Both runs also
@@ -33,15 +34,15 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))  # run as a script: the repo's packages
+from math_bots.example import MATH
+from rftkit.cli import HelpFormatter
+from runkit.commands import evaluate_command, launch_command
+from runkit.runs import job_dir, last_checkpoint
+from runkit.serving import model_folder, vllm_server
+from runkit.steps import log, run_step
+from runkit.training_flags import check_model_and_length
 
-from gpu.frozenlake_learning import evaluate_command, last_checkpoint, model_folder, vllm_server  # noqa: E402
-from gpu.smoke import job_dir  # noqa: E402
-from math_bots.example import MATH  # noqa: E402
-from rftkit.cli import HelpFormatter  # noqa: E402
-from runkit.commands import launch_command  # noqa: E402
-from runkit.steps import log, run_step  # noqa: E402
+REPO = Path(__file__).resolve().parent.parent  # the checkout: the default folders are below it
 
 CONFIGS = MATH.configs  # task selector -> config file
 DEFAULT_FEATURES = ["smollm2_pass_rate", "qwen_coder_0.5b_pass_rate"]
@@ -199,7 +200,8 @@ def draw(result: dict, path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+    parser = argparse.ArgumentParser(prog="python -m experiments.bots_comparison", description=__doc__,
+                                     formatter_class=HelpFormatter)
     parser.add_argument("model", type=Path, nargs="?", help="HF model folder, or a .gguf file to convert")
     parser.add_argument("--selector", choices=list(CONFIGS), help="which run this call makes")
     parser.add_argument("--out", type=Path, required=True, help="both runs' folder")
@@ -226,10 +228,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.model is None or args.selector is None:
         parser.error("MODEL and --selector are required unless --report-only")
-    if args.steps is None and args.minutes is None:
-        parser.error("give --steps, --minutes, or both")
-    if not args.model.exists():
-        parser.error(f"model: no such file or folder: {args.model}")
+    check_model_and_length(parser, args)
     data = args.data.resolve()
     for split in ("train", "test"):
         if not (data / f"{split}.parquet").is_file():

@@ -1,7 +1,7 @@
 """How fast the trainer runs: the old settings against the new, beside the bare model, on this GPU.
 
-    python gpu/trainer_speed.py --out outputs/trainer-speed                   # both examples
-    python gpu/trainer_speed.py frozenlake --out DIR --settings before varlen  # one, some settings
+    python -m experiments.trainer_speed --out outputs/trainer-speed                    # both examples
+    python -m experiments.trainer_speed frozenlake --out DIR --settings before varlen  # one, some settings
 
 A real launch spends minutes on Ray, the rollout engine and rollouts before the trainer's first
 step (10 minutes for the 3B FrozenLake model on one H200). This benchmark runs the trainer alone:
@@ -64,13 +64,12 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+from rftkit.cli import HelpFormatter
+from rftkit.overrides import REF_DTYPE_KEY
+from runkit.serving import free_port
+from runkit.steps import run_step
 
-from gpu.frozenlake_learning import free_port  # noqa: E402
-from rftkit.cli import HelpFormatter  # noqa: E402
-from rftkit.overrides import REF_DTYPE_KEY  # noqa: E402
-from runkit.steps import run_step  # noqa: E402
+REPO = Path(__file__).resolve().parent.parent  # the checkout: the configs and the default output folder
 
 REF_OFFLOAD_KEY = "trainer.trainer_config.ref.fsdp_config.param_offload"  # rftkit.trainer.ref_model reads it
 
@@ -382,7 +381,7 @@ def child(args: list[str], log: Path, timeout: float) -> dict:
     """Run `--worker ...` in a fresh process (a fresh GPU context each), as a step (progress every 30 s,
     the process and its Ray killed past `timeout`); its JSON result, or the error."""
     out = log.with_suffix(".json")
-    command = [sys.executable, str(Path(__file__)), "--worker", *args, "--result", str(out)]
+    command = [sys.executable, "-m", "experiments.trainer_speed", "--worker", *args, "--result", str(out)]
     step = run_step(command, log, label=f"{args[1]} {args[0]}", timeout=timeout)
     code, seconds = step.code, step.seconds
     if code != 0 or not out.is_file():
@@ -502,7 +501,8 @@ def worker_main(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+    parser = argparse.ArgumentParser(prog="python -m experiments.trainer_speed", description=__doc__,
+                                     formatter_class=HelpFormatter)
     parser.add_argument("examples", nargs="*", metavar="EXAMPLE", help=f"of {list(EXAMPLES)} (default: both)")
     parser.add_argument("--out", type=Path, default=REPO / "outputs" / "trainer-speed",
                         help="results, logs and the picture (default: %(default)s)")
@@ -530,7 +530,7 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("error: the trainer benchmark needs a CUDA GPU; this machine has none", file=sys.stderr)
         return 2
-    from gpu.tiny_model import build_random_model
+    from runkit.tiny_model import build_random_model
     from rftkit.overrides import load_yaml
 
     out = args.out.resolve()

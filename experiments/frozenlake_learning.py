@@ -1,6 +1,6 @@
 """FrozenLake with a real model on GPUs: evaluate it, train it, evaluate the result, draw both.
 
-    python gpu/frozenlake_learning.py MODEL --out outputs/learning --minutes 12 [--steps N] \\
+    python -m experiments.frozenlake_learning MODEL --out outputs/learning --minutes 12 [--steps N] \\
         [--batch 32 --group 16 --lr 1e-6] [--data data/frozenlake] [--repeats 4] [--set KEY=VALUE ...]
 
 MODEL is a Hugging Face model folder, or a GGUF file, which transformers turns into one
@@ -26,117 +26,26 @@ Each step's output goes to <out>; a step that fails stops the script with its lo
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
-import signal
-import socket
-import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))  # run as a script: the repo's packages
+from frozenlake.example import FROZENLAKE
+from frozenlake.report import compare
+from rftkit.cli import HelpFormatter
+from runkit.commands import evaluate_command, launch_command
+from runkit.runs import job_dir, last_checkpoint
+from runkit.serving import model_folder, vllm_server
+from runkit.steps import log, run_step
+from runkit.training_flags import check_model_and_length
 
-from frozenlake.example import FROZENLAKE  # noqa: E402
-from frozenlake.report import compare  # noqa: E402
-from gpu.smoke import job_dir  # noqa: E402
-from rftkit.cli import HelpFormatter  # noqa: E402
-from runkit.commands import launch_command  # noqa: E402
-from runkit.steps import log, run_step, tail  # noqa: E402
+REPO = Path(__file__).resolve().parent.parent  # the checkout: the default folders are below it
 
-SERVED_NAME = "policy"
 # The rollouts' success, invalid moves and episode length; and the policy version the trainer's batch
 # was sampled from, which shows how far training lags the rollouts (one experience per move means an
 # explore step makes several trainer batches).
 CURVES = ["rollout/success/mean", "rollout/invalid_actions/mean", "rollout/env_steps/mean",
           "sample/model_version/mean"]
-
-
-def hf_from_gguf(gguf: Path, out_dir: Path) -> Path:
-    """An HF model folder (bf16 safetensors, tokenizer, chat template) made from a GGUF file."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    if (out_dir / "config.json").is_file():
-        return out_dir
-    folder, name = str(gguf.parent), gguf.name
-    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
-    loaded = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.bfloat16)
-    # transformers dequantizes the GGUF but then refuses to save a "gguf-quantized" model:
-    # copy the (already dequantized) weights into a plain model of the same config.
-    config = loaded.config
-    if hasattr(config, "quantization_config"):
-        del config.quantization_config
-    model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
-    model.load_state_dict(loaded.state_dict())
-    tmp = out_dir.with_name(out_dir.name + ".partial")
-    tokenizer.save_pretrained(tmp)
-    model.save_pretrained(tmp)
-    tmp.rename(out_dir)  # only a complete folder gets the final name
-    return out_dir
-
-
-def model_folder(model: Path, out_dir: Path) -> Path:
-    """MODEL as an HF folder for vLLM and the trainer: the folder itself, or a GGUF converted into `out_dir`."""
-    model = model.resolve()
-    if model.suffix != ".gguf":
-        return model
-    log(f"converting {model.name} to an HF folder")
-    return hf_from_gguf(model, out_dir)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def vllm_command(model: Path, port: int, tokenizer: Path, max_model_len: int) -> list[str]:
-    return [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model),
-            "--tokenizer", str(tokenizer), "--served-model-name", SERVED_NAME, "--host", "127.0.0.1",
-            "--port", str(port), "--max-model-len", str(max_model_len), "--dtype", "bfloat16",
-            "--gpu-memory-utilization", "0.8", "--seed", "0"]
-
-
-@contextlib.contextmanager
-def vllm_server(model: Path, tokenizer: Path, log_file: Path, max_model_len: int, timeout: float = 900):
-    """`vllm serve` of `model` on 127.0.0.1; yields the /v1 base URL; stops it (and its workers) on exit."""
-    port = free_port()
-    with open(log_file, "w") as out:
-        server = subprocess.Popen(vllm_command(model, port, tokenizer, max_model_len), stdout=out,
-                                  stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        deadline = time.time() + timeout
-        while True:
-            if server.poll() is not None:
-                raise SystemExit(f"error: vLLM exited with {server.returncode} before serving; see {log_file}:\n"
-                                 f"{tail(log_file)}")
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5)
-                break
-            except OSError:
-                if time.time() > deadline:
-                    raise SystemExit(f"error: vLLM did not answer within {timeout:.0f} s; see {log_file}") from None
-                time.sleep(5)
-        yield f"http://127.0.0.1:{port}/v1"
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(server.pid, signal.SIGTERM)
-        try:
-            server.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
-            server.wait()
-
-
-def evaluate_command(base_url: str, data: Path, out: Path, repeats: int, max_tokens: int,
-                     task: str = "frozenlake", split: str = "test") -> list[str]:
-    # 64 episodes at a time: one engine batches them; the episodes are independent
-    return [sys.executable, "scripts/evaluate.py", "--task", task, "--split", split, "--model", "openai",
-            "--base-url", base_url, "--model-name", SERVED_NAME, "--data", str(data), "--out", str(out),
-            "--repeats", str(repeats), "--concurrency", "64", "--max-tokens", str(max_tokens)]
 
 
 def train_command(model: Path, data: Path, checkpoints: Path, args: argparse.Namespace) -> list[str]:
@@ -156,22 +65,6 @@ def train_command(model: Path, data: Path, checkpoints: Path, args: argparse.Nam
                           attn=args.attn, settings=settings, extra=args.set)
 
 
-def last_checkpoint(checkpoints: Path) -> Path:
-    """The HF weights of the run's last completed save.
-
-    Trinity writes latest_checkpointed_iteration.txt only after a save has finished, so a run
-    interrupted mid-save still names a complete one; without that file, the highest step."""
-    for tracker in checkpoints.glob("*/*/latest_checkpointed_iteration.txt"):
-        weights = tracker.parent / f"global_step_{tracker.read_text().strip()}" / "actor" / "huggingface"
-        if weights.is_dir():
-            return weights
-    found = sorted(checkpoints.glob("*/*/global_step_*/actor/huggingface"),
-                   key=lambda p: int(p.parent.parent.name.removeprefix("global_step_")))
-    if not found:
-        raise SystemExit(f"error: no global_step_*/actor/huggingface below {checkpoints}")
-    return found[-1]
-
-
 def draw_curves(out: Path) -> None:
     """curves.png (and .md) from the training run's tensorboard files, if it got as far as writing any."""
     run_dir = job_dir(out / "checkpoints")
@@ -186,7 +79,8 @@ def draw_curves(out: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+    parser = argparse.ArgumentParser(prog="python -m experiments.frozenlake_learning", description=__doc__,
+                                     formatter_class=HelpFormatter)
     parser.add_argument("model", type=Path, nargs="?", help="HF model folder, or a .gguf file to convert")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--data", type=Path, default=REPO / "data" / "frozenlake",
@@ -213,10 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.model is None:
         parser.error("model: required unless --report-only")
-    if args.steps is None and args.minutes is None:
-        parser.error("give --steps, --minutes, or both")
-    if not args.model.exists():
-        parser.error(f"model: no such file or folder: {args.model}")
+    check_model_and_length(parser, args)
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     data = args.data.resolve()

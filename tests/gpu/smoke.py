@@ -1,11 +1,12 @@
 """GPU smoke test: every shipped config trains 2 steps on this machine's GPUs, offline, and is checked.
 
-    python gpu/smoke.py                                  # all four configs, results in outputs/gpu-smoke
-    python gpu/smoke.py --configs frozenlake.yaml --out /tmp/smoke --tokenizer path/to/tokenizer
+    python -m tests.gpu.smoke                            # all four configs, results in outputs/gpu-smoke
+    python -m tests.gpu.smoke --configs frozenlake.yaml --out /tmp/smoke --tokenizer path/to/tokenizer
 
+Run it from the repo's root.
 Needs a CUDA GPU (on one, the launcher colocates the engine and the trainer) and the GPU stack
 (docs/gpu.md); no hub access.
-It builds a tiny random-weight Llama (gpu/tiny_model.py), writes small data with the
+It builds a tiny random-weight Llama (runkit/tiny_model.py), writes small data with the
 project's own scripts (FrozenLake maps; a guru-shaped math file and an AIME-shaped eval file
 through prepare_math_data.py), then runs each config through its real `main.py`, shrunk by
 `--set` overrides on the shipped YAML (nothing is copied), with the launcher's default attention
@@ -18,7 +19,7 @@ is checked for:
 * the experience count of each step as the explorer logged it (at least one per rollout);
 * for the difficulty configs, the saved selector state: a posterior for every task;
 * every rollout engine started rollouts in every explore step, and after each weight sync held
-  the trainer's weights (gpu/engine_check.py, which watches the engines through Ray during the
+  the trainer's weights (tests/gpu/engine_check.py, which watches the engines through Ray during the
   run and compares their log-probabilities with the trainer's checkpoints).
 
 The launcher's own plan is used (engines and trainer GPUs from the GPU count), and recorded.
@@ -27,7 +28,7 @@ It prints time to the first step and time per step, and writes summary.md and su
 The random model earns no reward: this proves the machinery, not learning.
 
 `--fault explorer` or `--fault trainer` instead makes the Explorer's or the Trainer's main
-loop die at step 1 (gpu/faults/smoke_faults.py, a Trinity plugin) and checks that the launch
+loop die at step 1 (tests/gpu/faults/smoke_faults.py, a Trinity plugin) and checks that the launch
 exits non-zero within about two minutes of the fault, naming it, and never says it finished.
 """
 
@@ -44,14 +45,14 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))  # run as a script from anywhere
+from rftkit.cli import HelpFormatter
+from runkit.commands import launch_command
+from runkit.examples import CONFIGS  # config file name -> its example and task selector
+from runkit.runs import job_dir
+from runkit.sample_data import SAMPLE_DATA, make_data, sample_data
+from runkit.steps import run_step
 
-from rftkit.cli import HelpFormatter  # noqa: E402
-from rftkit.example import Example  # noqa: E402
-from runkit.commands import launch_command  # noqa: E402
-from runkit.examples import CONFIGS  # noqa: E402  (config file name -> its example and task selector)
-from runkit.steps import run_step  # noqa: E402
+REPO = Path(__file__).resolve().parents[2]  # the checkout: the default output folder is below it
 
 STEPS = 2
 TASKS, GROUP = 4, 4  # tasks per step and rollouts per task: 16 rollouts a step
@@ -70,7 +71,7 @@ SMOKE_SETTINGS = {
     "trainer.save_hf_checkpoint": "always",
     # The random model earns no reward, so GRPO's advantages are all zero and an update would leave
     # the weights as they were, and a stale engine would pass for a synced one. An entropy term
-    # and a large learning rate make each update move them (gpu/engine_check.py).
+    # and a large learning rate make each update move them (tests/gpu/engine_check.py).
     "algorithm.entropy_loss_fn": "default",
     "algorithm.entropy_loss_fn_args": {"entropy_coef": 0.01},
     "algorithm.optimizer.lr": 1e-2,
@@ -80,16 +81,13 @@ SMOKE_SETTINGS = {
 }
 
 
-# Below the work folder, the splits make_data writes for each example, by role
-SAMPLE_DATA = {"frozenlake": {"train": "data/frozenlake", "eval": "data/frozenlake"},
-               "math": {"train": "data/math/guru_math", "eval": "data/math/aime24"}}
 EXPERIENCE_COUNT = "experience_pipeline/experience_count"
-FAULT_PLUGINS = REPO / "gpu" / "faults"
+FAULT_PLUGINS = Path(__file__).resolve().parent / "faults"  # Trinity loads the plugin by its folder
 FAULTS = {
     "explorer": {"data_processor.experience_pipeline.operators": [{"name": "fault_explorer"}]},
     "trainer": {"algorithm.sample_strategy": "fault_trainer"},
 }
-INJECTED_FAULT = "injected fault (gpu/faults/smoke_faults.py)"  # what the fault plugin's errors say
+INJECTED_FAULT = "injected fault (tests/gpu/faults/smoke_faults.py)"  # what the fault plugin's errors say
 FAULT_DEADLINE = 150  # seconds from the fault to the launcher's exit: "about two minutes"
 
 
@@ -118,48 +116,12 @@ class RunResult:
         return bool(self.checks) and all(check.ok for check in self.checks)
 
 
-def make_data(work: Path) -> None:
-    """Small data through the project's own scripts, as a user would make it."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from math_bots.data import guru_row
-
-    work.mkdir(parents=True, exist_ok=True)  # the data scripts' logs go there
-    run_step([sys.executable, "scripts/get_frozenlake_data.py", "--map_max_size", "4", "--train_size", "64",
-              "--test_size", "8", "--local_dir", str(work / "data" / "frozenlake")], work / "frozenlake_data.log",
-             check=True)
-    raw = work / "raw"
-    raw.mkdir(parents=True, exist_ok=True)
-    rows = [guru_row(f"What is {i} times {i + 3}? Please output the final answer within \\boxed{{}}.",
-                     str(i * (i + 3)), weak=(i % 10) / 10, strong=min(1.0, (i % 10) / 10 + 0.3)) for i in range(64)]
-    pq.write_table(pa.Table.from_pylist(rows), raw / "guru.parquet")
-    aime = [{"problem": f"Find the remainder when {7 ** i} is divided by 1000.", "answer": str(7 ** i % 1000)}
-            for i in range(8)]
-    pq.write_table(pa.Table.from_pylist(aime), raw / "aime.parquet")
-    run_step([sys.executable, "scripts/prepare_math_data.py", "--input", str(raw / "guru.parquet"),
-              "--aime_input", str(raw / "aime.parquet"), "--processed_data_dir",
-              str(work / "data" / "math" / "guru_math"), "--aime_dir", str(work / "data" / "math" / "aime24")],
-             work / "math_data.log", check=True)
-
-
-def sample_data(example: Example, work: Path) -> dict[str, Path]:
-    """The folders make_data wrote for `example`, by role."""
-    return {role: work / folder for role, folder in SAMPLE_DATA[example.name].items()}
-
-
 def command_for(config: str, work: Path, model: Path, checkpoints: Path, fault: str | None = None,
                 attn: str | None = None) -> list[str]:
     example, selector = CONFIGS[config]
     return launch_command(example, config=example.configs[selector], model=model, checkpoints=checkpoints,
                           data=sample_data(example, work), attn=attn,
                           settings={**SMOKE_SETTINGS, **FAULTS.get(fault, {})})
-
-
-def job_dir(checkpoints: Path) -> Path | None:
-    """The run's folder, <checkpoints>/<project>/<name>: the one that holds Trinity's logs."""
-    found = sorted(checkpoints.glob("*/*/log"))
-    return found[0].parent if found else None
 
 
 def launch_plan(checkpoints: Path) -> tuple[int, str]:
@@ -178,9 +140,9 @@ def launch_plan(checkpoints: Path) -> tuple[int, str]:
 
 
 def engine_checks(job: Path, engines: int, probes: Path, model: Path) -> list[Check]:
-    """gpu/engine_check.py's two questions about a finished run: rollouts of every engine in every step,
+    """engine_check.py's two questions about a finished run: rollouts of every engine in every step,
     and every engine's weights after each sync against the trainer's checkpoint of that version."""
-    from gpu import engine_check
+    from tests.gpu import engine_check
 
     ok, detail = engine_check.rollout_check(job / "log", engines)
     checks = [Check("every engine started rollouts in every explore step", ok, detail)]
@@ -295,7 +257,8 @@ def summary_table(results: list[RunResult]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+    parser = argparse.ArgumentParser(prog="python -m tests.gpu.smoke", description=__doc__,
+                                     formatter_class=HelpFormatter)
     parser.add_argument("--configs", nargs="+", default=None, choices=list(CONFIGS), metavar="CONFIG",
                         help="configs/ files to run (default: all four; with --fault, frozenlake.yaml)")
     parser.add_argument("--out", type=Path, default=REPO / "outputs" / "gpu-smoke",
@@ -326,8 +289,8 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     print(f"GPU smoke: {gpus} x {torch.cuda.get_device_name(0)}, torch {torch.__version__}; work in {work}", flush=True)
 
-    from gpu import engine_check
-    from gpu.tiny_model import build_tiny_model
+    from tests.gpu import engine_check
+    from runkit.tiny_model import build_tiny_model
 
     started = time.time()
     model = build_tiny_model(work / "model", args.tokenizer)

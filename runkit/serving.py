@@ -1,0 +1,96 @@
+"""A model served for an evaluation: vLLM's OpenAI-compatible server on 127.0.0.1, for the time a block
+runs, of an HF model folder (a GGUF file is turned into one first). The experiments evaluate a model
+before and after training, or several reference models, this way."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from runkit.steps import log, tail
+
+SERVED_NAME = "policy"  # the model name the server answers to, and evaluate.py asks for
+
+
+def hf_from_gguf(gguf: Path, out_dir: Path) -> Path:
+    """An HF model folder (bf16 safetensors, tokenizer, chat template) made from a GGUF file."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if (out_dir / "config.json").is_file():
+        return out_dir
+    folder, name = str(gguf.parent), gguf.name
+    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
+    loaded = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.bfloat16)
+    # transformers dequantizes the GGUF but then refuses to save a "gguf-quantized" model:
+    # copy the (already dequantized) weights into a plain model of the same config.
+    config = loaded.config
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
+    model.load_state_dict(loaded.state_dict())
+    tmp = out_dir.with_name(out_dir.name + ".partial")
+    tokenizer.save_pretrained(tmp)
+    model.save_pretrained(tmp)
+    tmp.rename(out_dir)  # only a complete folder gets the final name
+    return out_dir
+
+
+def model_folder(model: Path, out_dir: Path) -> Path:
+    """MODEL as an HF folder for vLLM and the trainer: the folder itself, or a GGUF converted into `out_dir`."""
+    model = model.resolve()
+    if model.suffix != ".gguf":
+        return model
+    log(f"converting {model.name} to an HF folder")
+    return hf_from_gguf(model, out_dir)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def vllm_command(model: Path, port: int, tokenizer: Path, max_model_len: int) -> list[str]:
+    return [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model),
+            "--tokenizer", str(tokenizer), "--served-model-name", SERVED_NAME, "--host", "127.0.0.1",
+            "--port", str(port), "--max-model-len", str(max_model_len), "--dtype", "bfloat16",
+            "--gpu-memory-utilization", "0.8", "--seed", "0"]
+
+
+@contextlib.contextmanager
+def vllm_server(model: Path, tokenizer: Path, log_file: Path, max_model_len: int, timeout: float = 900):
+    """`vllm serve` of `model` on 127.0.0.1; yields the /v1 base URL; stops it (and its workers) on exit."""
+    port = free_port()
+    with open(log_file, "w") as out:
+        server = subprocess.Popen(vllm_command(model, port, tokenizer, max_model_len), stdout=out,
+                                  stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.time() + timeout
+        while True:
+            if server.poll() is not None:
+                raise SystemExit(f"error: vLLM exited with {server.returncode} before serving; see {log_file}:\n"
+                                 f"{tail(log_file)}")
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5)
+                break
+            except OSError:
+                if time.time() > deadline:
+                    raise SystemExit(f"error: vLLM did not answer within {timeout:.0f} s; see {log_file}") from None
+                time.sleep(5)
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
