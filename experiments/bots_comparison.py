@@ -38,7 +38,7 @@ from math_bots.example import MATH
 from rftkit.cli import HelpFormatter
 from runkit.commands import evaluate_command, launch_command
 from runkit.runs import job_dir, last_checkpoint
-from runkit.serving import model_folder, vllm_server
+from runkit.serving import model_folder, parser_flags, thinks, vllm_server
 from runkit.steps import log, run_step
 from runkit.training_flags import check_model_and_length
 
@@ -64,14 +64,6 @@ ACCURACY, EFFECTIVE, TOOL_CALLS = ("rollout/accuracy/mean", "experience_pipeline
 GOAL = 1.5  # issue 21: BOTS's effective-task ratio at 1.5 times random's or more, on average over the steps
 
 
-def thinks(model: Path) -> bool:
-    """Whether the model's tokenizer has Qwen3's `</think>`. The configs name vLLM's deepseek_r1 reasoning
-    parser (upstream's model is Qwen3); for a model without the token, the engine would not start."""
-    from transformers import AutoTokenizer
-
-    return "</think>" in AutoTokenizer.from_pretrained(model).get_vocab()
-
-
 def train_command(selector: str, model: Path, data: Path, checkpoints: Path, args: argparse.Namespace) -> list[str]:
     settings = {**ONE_GPU, "buffer.explorer_input.taskset.path": str(data),
                 "buffer.explorer_input.taskset.data_selector.seed": args.seed,
@@ -81,7 +73,7 @@ def train_command(selector: str, model: Path, data: Path, checkpoints: Path, arg
                 "trainer.max_checkpoints_to_keep": 2}
     if selector == "difficulty":
         settings["buffer.explorer_input.taskset.data_selector.feature_keys"] = args.features
-    if not args.thinks:
+    if not args.thinks:  # the configs name Qwen3's reasoning parser, which needs `</think>`
         settings["explorer.rollout_model.reasoning_parser"] = None
     if args.steps is not None:
         settings["buffer.total_steps"] = args.steps
@@ -237,9 +229,10 @@ def main(argv: list[str] | None = None) -> int:
     started = time.time()
     model = model_folder(args.model, out / "model")
     args.thinks = thinks(model)
+    flags = parser_flags(MATH.config_path(args.selector), model)
     max_tokens = ONE_GPU["model.max_response_tokens"]
     if held_out(out / "before") is None:
-        with vllm_server(model, model, out / "serve_before.log", args.max_model_len) as url:
+        with vllm_server(model, model, out / "serve_before.log", args.max_model_len, flags) as url:
             run_step(evaluate_command(url, data, out / "before", args.repeats, max_tokens, task="math"),
                      out / "eval_before.log", check=True)
     run_dir = out / args.selector
@@ -248,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     run_step(train_command(args.selector, model, data, run_dir / "checkpoints", args), run_dir / "train.log",
              timeout=None if args.minutes is None else args.minutes * 60, on_timeout="interrupt", check=True)
     trained = last_checkpoint(run_dir / "checkpoints")
-    with vllm_server(trained, model, run_dir / "serve_after.log", args.max_model_len) as url:
+    with vllm_server(trained, model, run_dir / "serve_after.log", args.max_model_len, flags) as url:
         run_step(evaluate_command(url, data, run_dir / "after", args.repeats, max_tokens, task="math"),
                  run_dir / "eval_after.log", check=True)
     print(markdown(report(out)), flush=True)

@@ -35,7 +35,7 @@ from frozenlake.report import compare
 from rftkit.cli import HelpFormatter
 from runkit.commands import evaluate_command, launch_command
 from runkit.runs import job_dir, last_checkpoint
-from runkit.serving import model_folder, vllm_server
+from runkit.serving import model_folder, parser_flags, vllm_server
 from runkit.steps import log, run_step
 from runkit.training_flags import check_model_and_length
 
@@ -117,8 +117,9 @@ def main(argv: list[str] | None = None) -> int:
     started = time.time()
 
     model = model_folder(args.model, out / "model")
+    flags = parser_flags(FROZENLAKE.config_path(), model)
     if not args.skip_before:
-        with vllm_server(model, model, out / "serve_before.log", args.max_model_len) as url:
+        with vllm_server(model, model, out / "serve_before.log", args.max_model_len, flags) as url:
             log(f"evaluating {model} (served at {url})")
             run_step(evaluate_command(url, data, out / "before", args.repeats, args.max_tokens),
                      out / "eval_before.log", check=True)
@@ -133,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     trained = last_checkpoint(out / "checkpoints")
     log(f"trained {'until interrupted' if interrupted else 'to the end'} in {time.time() - train_started:.0f} s; "
         f"evaluating {trained.parent.parent.name}")
-    with vllm_server(trained, model, out / "serve_after.log", args.max_model_len) as url:
+    with vllm_server(trained, model, out / "serve_after.log", args.max_model_len, flags) as url:
         log(f"evaluating {trained}")
         run_step(evaluate_command(url, data, out / "after", args.repeats, args.max_tokens), out / "eval_after.log",
                  check=True)

@@ -20,6 +20,7 @@ from typing import Callable, Union
 
 import uvicorn
 from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
 
 Reply = Union[str, tuple[str, dict]]
 
@@ -39,24 +40,31 @@ class FakeVLLMServer:
     """Serve `/v1/chat/completions`; `reply(request_body)` decides each answer (text or tool call).
 
     Use as a context manager; `.url` is the base address, `.requests` every body received.
+    `tool_parser=False` stands for `vllm serve` without `--enable-auto-tool-choice --tool-call-parser`:
+    like vLLM, it then answers a request that offers tools (tool choice "auto", the default) with a 400.
     """
 
-    def __init__(self, reply: Callable[[dict], Reply]):
+    def __init__(self, reply: Callable[[dict], Reply], tool_parser: bool = True):
         self.reply = reply
+        self.tool_parser = tool_parser
         self.requests: list[dict] = []
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         app = FastAPI()
         app.get("/health")(self._health)
-        app.post("/v1/chat/completions")(self._chat)
+        app.post("/v1/chat/completions", response_model=None)(self._chat)
         self._server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning"))
 
     async def _health(self) -> dict:
         return {}
 
-    async def _chat(self, request: Request) -> dict:
+    async def _chat(self, request: Request) -> dict | JSONResponse:
         body = await request.json()
         self.requests.append(body)
+        if body.get("tools") and body.get("tool_choice", "auto") == "auto" and not self.tool_parser:
+            message = '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
+            return JSONResponse({"error": {"message": message, "type": "BadRequestError", "code": 400}},
+                                status_code=400)
         answer = self.reply(body)
         if isinstance(answer, str):
             message, finish, text = {"role": "assistant", "content": answer}, "stop", answer

@@ -58,19 +58,47 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def vllm_command(model: Path, port: int, tokenizer: Path, max_model_len: int) -> list[str]:
+def thinks(model: Path) -> bool:
+    """Whether the model's tokenizer has Qwen3's `</think>`, which vLLM's deepseek_r1 reasoning parser needs
+    (an engine given that parser for a model without the token does not start)."""
+    from transformers import AutoTokenizer
+
+    return "</think>" in AutoTokenizer.from_pretrained(model).get_vocab()
+
+
+def parser_flags(config: str | Path, model: Path) -> list[str]:
+    """The tool-call and reasoning parsers of CONFIG's rollout engine (`explorer.rollout_model`) as
+    `vllm serve` flags, so that an evaluation serves the model as training does. Without a tool parser,
+    vLLM answers every request that offers the agent a tool (the math agent's Python tool) with an
+    error; the reasoning parser is left out for a model without `</think>` (`thinks`)."""
+    import yaml
+
+    rollout = (yaml.safe_load(Path(config).read_text()).get("explorer") or {}).get("rollout_model") or {}
+    flags = []
+    if rollout.get("enable_auto_tool_choice"):
+        flags.append("--enable-auto-tool-choice")
+    if rollout.get("tool_call_parser"):
+        flags += ["--tool-call-parser", rollout["tool_call_parser"]]
+    if rollout.get("reasoning_parser") and thinks(model):
+        flags += ["--reasoning-parser", rollout["reasoning_parser"]]
+    return flags
+
+
+def vllm_command(model: Path, port: int, tokenizer: Path, max_model_len: int, flags: list[str]) -> list[str]:
     return [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model),
             "--tokenizer", str(tokenizer), "--served-model-name", SERVED_NAME, "--host", "127.0.0.1",
             "--port", str(port), "--max-model-len", str(max_model_len), "--dtype", "bfloat16",
-            "--gpu-memory-utilization", "0.8", "--seed", "0"]
+            "--gpu-memory-utilization", "0.8", "--seed", "0", *flags]
 
 
 @contextlib.contextmanager
-def vllm_server(model: Path, tokenizer: Path, log_file: Path, max_model_len: int, timeout: float = 900):
-    """`vllm serve` of `model` on 127.0.0.1; yields the /v1 base URL; stops it (and its workers) on exit."""
+def vllm_server(model: Path, tokenizer: Path, log_file: Path, max_model_len: int, flags: list[str],
+                timeout: float = 900):
+    """`vllm serve` of `model` on 127.0.0.1 with extra `flags` (`parser_flags`); yields the /v1 base URL;
+    stops it (and its workers) on exit."""
     port = free_port()
     with open(log_file, "w") as out:
-        server = subprocess.Popen(vllm_command(model, port, tokenizer, max_model_len), stdout=out,
+        server = subprocess.Popen(vllm_command(model, port, tokenizer, max_model_len, flags), stdout=out,
                                   stderr=subprocess.STDOUT, start_new_session=True)
     try:
         deadline = time.time() + timeout

@@ -110,6 +110,38 @@ def test_math_through_an_openai_compatible_endpoint(tmp_path):
     assert report["tool_calls_mean"] == 0.0
 
 
+def test_a_server_that_refuses_the_tool_fails_the_run_with_its_error(tmp_path, capsys):
+    """`vllm serve` without a tool parser (runkit.serving.parser_flags adds the config's) refuses every
+    request of the math agent, which offers its Python tool: that is a failed evaluation, not accuracy 0."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    data = tmp_path / "aime"
+    data.mkdir()
+    pq.write_table(pa.table({"question": ["What is 2+2?"], "answer": ["#### 4"]}), data / "test.parquet")
+    with FakeVLLMServer(lambda body: "\\boxed{4}", tool_parser=False) as server:
+        code = evaluate.main(["--task", "math", "--data", str(data), "--model", "openai", "--base-url",
+                              server.url + "/v1", "--model-name", "fake", "--repeats", "2",
+                              "--out", str(tmp_path / "o")])
+    assert code == 1
+    assert server.requests and all(body["tools"] for body in server.requests)
+    error = capsys.readouterr().err
+    assert "all 2 episodes ended in an error" in error and "--enable-auto-tool-choice" in error
+
+
+def test_the_served_engine_gets_the_configs_parsers(tmp_path):
+    from runkit.serving import parser_flags
+    from runkit.tiny_model import load_tokenizer
+
+    load_tokenizer(None).save_pretrained(tmp_path / "thinking")  # the smoke's, with Qwen3's </think>
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "plain" / "tokenizer_config.json").write_text("{}")
+    tools = ["--enable-auto-tool-choice", "--tool-call-parser", "hermes"]
+    assert parser_flags(REPO / "configs" / "config_random.yaml", tmp_path / "thinking") == \
+        [*tools, "--reasoning-parser", "deepseek_r1"]
+    assert parser_flags(REPO / "configs" / "frozenlake.yaml", tmp_path / "plain") == tools  # no reasoning parser there
+
+
 def test_each_model_call_gets_its_own_sampling_seed_and_a_rerun_sends_the_same(frozenlake_data, tmp_path):
     # One seed per episode made a seeded server (vLLM) repeat one reply for every move of an episode.
     def seeds(out):

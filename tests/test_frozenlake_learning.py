@@ -145,8 +145,8 @@ def test_the_whole_script_runs_with_a_fixture_server_and_a_recorded_run(tmp_path
     served = []
 
     @contextlib.contextmanager
-    def fixture_server(weights, tokenizer, log_file, max_model_len):
-        served.append((weights, tokenizer))
+    def fixture_server(weights, tokenizer, log_file, max_model_len, flags):
+        served.append((weights, tokenizer, tuple(flags)))
         reply = "I would rather wait." if weights == model else "Going right: ```Right```"
         with FakeVLLMServer(lambda body: reply) as server:
             yield server.url + "/v1"
@@ -170,7 +170,8 @@ def test_the_whole_script_runs_with_a_fixture_server_and_a_recorded_run(tmp_path
                           "--repeats", "1"]) == 0
     trained = out / "checkpoints" / "AgentScope-FrozenLake" / "frozenlake-grpo" / "global_step_10" / "actor" / \
         "huggingface"
-    assert served == [(model, model), (trained, model)]  # the trained weights, with the start's tokenizer
+    parsers = ("--enable-auto-tool-choice", "--tool-call-parser", "hermes")  # frozenlake.yaml's engine
+    assert served == [(model, model, parsers), (trained, model, parsers)]  # the trained weights, the start's tokenizer
     before, after = (json.loads((out / name / "report.json").read_text()) for name in ("before", "after"))
     assert before["episodes"] == after["episodes"] == 100
     assert before["invalid_action_rate"] == 1.0 and after["invalid_action_rate"] == 0.0
