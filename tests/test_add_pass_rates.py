@@ -95,3 +95,41 @@ def test_the_gpu_script_refuses_bad_models_and_a_missing_split_before_starting_a
         with pytest.raises(SystemExit):
             script.main(argv)
         assert message in capsys.readouterr().err
+
+
+def test_the_gpu_script_writes_one_column_per_model_through_a_server_that_acts_on_its_flags(split, tmp_path,
+                                                                                            monkeypatch):
+    """experiments/math_pass_rates.py from models to columns, with `vllm serve` replaced by the fixture server,
+    which refuses the agent's tool unless it was given a tool parser, as vLLM does: a weak model never right,
+    a stronger one always right on 2+2."""
+    import contextlib
+
+    import experiments.math_pass_rates as script
+    from runkit.tiny_model import load_tokenizer
+
+    models = {}
+    for name in ("weak", "strong"):
+        models[name] = tmp_path / name
+        load_tokenizer(None).save_pretrained(models[name])  # has </think>: the config's reasoning parser applies
+    served = []
+
+    @contextlib.contextmanager
+    def fixture_server(weights, tokenizer, log_file, max_model_len, flags):
+        served.append((weights.name, tuple(flags)))
+        right = weights.name == "strong"
+
+        def reply(body):
+            return "\\boxed{4}" if right and "2+2" in message_text(body["messages"][-1]) else "\\boxed{0}"
+
+        with FakeVLLMServer(reply, tool_parser="--tool-call-parser" in flags) as server:
+            yield server.url + "/v1"
+
+    monkeypatch.setattr(script, "vllm_server", fixture_server)
+    monkeypatch.chdir(REPO)  # the script's steps run the repo's scripts by relative path
+    assert script.main([f"smollm2={models['weak']}", f"qwen={models['strong']}", "--data", str(split),
+                        "--out", str(tmp_path / "out"), "--repeats", "2"]) == 0
+    parsers = ("--enable-auto-tool-choice", "--tool-call-parser", "hermes", "--reasoning-parser", "deepseek_r1")
+    assert served == [("weak", parsers), ("strong", parsers)]
+    table = pq.read_table(split / "train.parquet").to_pydict()
+    assert table["smollm2_pass_rate"] == [0.0, 0.0, 0.0]
+    assert table["qwen_pass_rate"] == [1.0, 0.0, 0.0]

@@ -132,3 +132,68 @@ def test_evaluations_of_different_tasks_are_not_paired():
         {"error": "the two evaluations are of different tasks"}
     assert comparison.paired({"per task": {0: 0.0, 1: 1.0}}, {"per task": {0: 0.5, 1: 1.0}}) == \
         {"better": 1, "worse": 0, "p": 1.0}
+
+
+def test_the_whole_script_runs_both_selectors_with_a_fixture_server_and_recorded_runs(tmp_path, gsm_data,
+                                                                                     monkeypatch):
+    """main() for each selector, from the model to the comparison, with the two GPU parts replaced by stand-ins:
+    the fixture server for `vllm serve`, which refuses the agent's tool unless given a tool parser as vLLM
+    does (the starting model is never right, a trained one right on even numbers), and for the launch, a run
+    folder as Trinity leaves it, with its scalars."""
+    import contextlib
+    import re
+
+    from rftkit.reports.evaluation import message_text
+    from runkit.fake_vllm_server import FakeVLLMServer
+    from runkit.steps import Step
+    from runkit.tiny_model import load_tokenizer
+
+    model = tmp_path / "model"
+    load_tokenizer(None).save_pretrained(model)  # has </think>: the configs' reasoning parser stays
+    served, launched = [], []
+
+    @contextlib.contextmanager
+    def fixture_server(weights, tokenizer, log_file, max_model_len, flags):
+        served.append((weights, tuple(flags)))
+
+        def reply(body):
+            n = int(re.search(r"What is (\d+)", message_text(body["messages"][-1])).group(1))
+            return f"\\boxed{{{n + 1}}}" if weights != model and n % 2 == 0 else "\\boxed{0}"
+
+        with FakeVLLMServer(reply, tool_parser="--tool-call-parser" in flags) as server:
+            yield server.url + "/v1"
+
+    real_run = comparison.run_step
+
+    def recorded_run(command, log_file, **kw):
+        if command[1] != "math_bots/main.py":
+            return real_run(command, log_file, **kw)
+        launched.append(command)
+        selector = log_file.parent.name
+        run = log_file.parent / "checkpoints" / "AgentScope-MathBOTS" / f"math-{selector}"
+        (run / "global_step_2" / "actor" / "huggingface").mkdir(parents=True)
+        (run / "log").mkdir()
+        (run / "latest_checkpointed_iteration.txt").write_text("2")
+        effective = 0.25 if selector == "random" else 0.5
+        write_scalars(run, "explorer", {comparison.ACCURACY: [(1, 0.1), (2, 0.2)],
+                                        comparison.EFFECTIVE: [(1, effective), (2, effective)],
+                                        comparison.TOOL_CALLS: [(1, 0.0), (2, 0.5)]})
+        return Step(0, 1.0)
+
+    monkeypatch.setattr(comparison, "vllm_server", fixture_server)
+    monkeypatch.setattr(comparison, "run_step", recorded_run)
+    monkeypatch.chdir(REPO)  # the evaluation runs scripts/evaluate.py by its path in the repo
+    out = tmp_path / "bots"
+    for selector in ("random", "difficulty"):
+        assert comparison.main([str(model), "--selector", selector, "--out", str(out), "--data", str(gsm_data),
+                                "--steps", "2", "--repeats", "1"]) == 0
+    parsers = ("--enable-auto-tool-choice", "--tool-call-parser", "hermes", "--reasoning-parser", "deepseek_r1")
+    trained = [out / s / "checkpoints" / "AgentScope-MathBOTS" / f"math-{s}" / "global_step_2" / "actor" /
+               "huggingface" for s in ("random", "difficulty")]
+    assert served == [(model, parsers), (trained[0], parsers), (trained[1], parsers)]  # one evaluation before
+    assert [c[c.index("--config") + 1] for c in launched] == ["configs/config_random.yaml",
+                                                              "configs/config_difficulty.yaml"]
+    result = json.loads((out / "comparison.json").read_text())
+    assert result["held-out before"]["accuracy"] == 0.0
+    assert result["runs"]["difficulty"]["held-out after"]["accuracy"] == 0.5
+    assert result["effective-task ratio, BOTS / random"] == pytest.approx(2.0)
