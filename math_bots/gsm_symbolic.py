@@ -52,14 +52,15 @@ def generate(per_template: int, seed: int = 0, seconds: float = 10.0, first: int
     try:
         for position, template in enumerate(templates):
             started = time.perf_counter()
-            signal.setitimer(signal.ITIMER_REAL, seconds)
             try:
-                questions = template.generate_questions(n=per_template, seed=seed + position, verbose=False)
+                signal.setitimer(signal.ITIMER_REAL, seconds)
+                try:
+                    questions = template.generate_questions(n=per_template, seed=seed + position, verbose=False)
+                finally:  # inside the handler's reach: the alarm may go off while it is being disarmed
+                    signal.setitimer(signal.ITIMER_REAL, 0)
             except _TooSlow:
                 left_out[template.id_orig] = f"no {per_template} instances within {seconds:g} s"
                 questions = []
-            finally:
-                signal.setitimer(signal.ITIMER_REAL, 0)
             rows += [{"question": q.question, "answer": q.answer, "template": template.id_orig, "instance": i}
                      for i, q in enumerate(questions)]
             if progress:
