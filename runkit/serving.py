@@ -71,9 +71,9 @@ def parser_flags(config: str | Path, model: Path) -> list[str]:
     `vllm serve` flags, so that an evaluation serves the model as training does. Without a tool parser,
     vLLM answers every request that offers the agent a tool (the math agent's Python tool) with an
     error; the reasoning parser is left out for a model without `</think>` (`thinks`)."""
-    import yaml
+    from rftkit.overrides import load_yaml
 
-    rollout = (yaml.safe_load(Path(config).read_text()).get("explorer") or {}).get("rollout_model") or {}
+    rollout = (load_yaml(config).get("explorer") or {}).get("rollout_model") or {}
     flags = []
     if rollout.get("enable_auto_tool_choice"):
         flags.append("--enable-auto-tool-choice")

@@ -170,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     write_outputs(args.out, example, report, header, episodes)
     print(markdown(example, report, header))
     print(f"wrote report.json, report.md, chart.png, episodes.jsonl to {args.out}")
-    if episodes and all(episode["error"] for episode in episodes):
+    if episodes and report["errors"] == len(episodes):
         # a score of 0 that says nothing about the model: the endpoint or the set-up is wrong
         print(f"error: all {len(episodes)} episodes ended in an error, the first: {episodes[0]['error']}",
               file=sys.stderr)
