@@ -1,6 +1,7 @@
 """BOTS against random task selection on a simulated learner, through Trinity's real selection loop.
 
     python benchmarks/bots_selector.py [--steps 400] [--tasks 2000] [--out outputs/bots_selector.png]
+    python benchmarks/bots_selector.py --data TRAIN.parquet --features WEAK STRONG --steps 40
 
 A GRPO group whose rollouts all succeed or all fail has zero advantage: its
 rollouts teach nothing. This benchmark measures how often each selector picks
@@ -15,6 +16,12 @@ tasks that do teach, with everything but the model real:
   group is informative (0 < successes < G) the learner improves on that task
   (its logit rises by LEARN_RATE) and slightly on every task (TRANSFER).
 
+With --data, the taskset is a real split with measured reference pass rates
+(`python -m experiments.math_pass_rates`), and the learner starts as the strong
+reference measured it: p_i = s_i. That predicts what the selectors will do with
+that model on that data, before a GPU run shows it. (The selectors' time per
+batch at scale is then left out.)
+
 Per step it records (and writes to a CSV beside the plot) the effective-task ratio (informative groups / batch), the
 cumulative informative rollouts and the mean latent pass rate over all tasks;
 at the end, the steps each selector needs to reach random's final mean, and
@@ -26,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -33,6 +41,7 @@ from pathlib import Path
 import numpy as np
 
 from rftkit.cli import HelpFormatter
+from rftkit.inputs import reports_input_errors
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 SELECTOR_CONFIGS = {"random": "config_random.yaml", "bots": "config_difficulty.yaml"}
@@ -73,7 +82,21 @@ def write_taskset(folder: Path, weak, strong) -> None:
                              FEATURES[0]: weak, FEATURES[1]: strong}), folder / "train.parquet")
 
 
-def build_config(name: str, data: Path, scratch: Path, steps: int):
+def measured_tasks(path: Path, features: list[str]):
+    """A real split's two reference columns, and the learner's logits: the strong reference's pass rates."""
+    from rftkit.inputs import InputError, open_split
+
+    columns = {"question": "string", "answer": "string", **dict.fromkeys(features, "number")}
+    table = open_split(path, columns, "--data").read(columns=features)
+    weak, strong = (np.asarray(table.column(key).to_pylist(), dtype=float) for key in features)
+    for key, rates in zip(features, (weak, strong)):
+        bad = np.flatnonzero(~((rates >= 0) & (rates <= 1)))  # NaN fails both
+        if bad.size:
+            raise InputError(f"--data {path}: row {bad[0]}: {key} is {rates[bad[0]]}, expected a pass rate in [0, 1]")
+    return weak, strong, logit(strong)
+
+
+def build_config(name: str, data: Path, scratch: Path, steps: int, features: list[str]):
     """The real config file, resolved as the launcher does, pointed at the simulated taskset."""
     from math_bots.judge import gsm8k_judge
     from math_bots.workflow import run_react_agent
@@ -87,6 +110,7 @@ def build_config(name: str, data: Path, scratch: Path, steps: int):
         "buffer.explorer_input.eval_tasksets.0.path": str(data),
         "buffer.explorer_input.eval_tasksets.0.split": "train",
         "buffer.total_steps": steps,
+        **({"buffer.explorer_input.taskset.data_selector.feature_keys": features} if name == "bots" else {}),
         "checkpoint_root_dir": str(scratch / name)}, cluster.plan_cluster(1, 2, 1, None))
     return build_trinity_config(write_yaml(config, scratch / f"{name}.yaml"),
                                        run_react_agent, gsm8k_judge)
@@ -170,11 +194,11 @@ def write_csv(curves: dict, path: Path) -> None:
                 f.write(",".join([str(i + 1), *values]) + "\n")
 
 
-def plot(curves: dict, path: Path) -> None:
+def plot(curves: dict, path: Path, window: int) -> None:
     from rftkit.files import atomic_paths
     from rftkit.reports.plots import plt, save_png
 
-    titles = {"effective_ratio": "effective-task ratio (20-step mean)",
+    titles = {"effective_ratio": f"effective-task ratio ({window}-step mean)",
               "informative_rollouts": "cumulative informative rollouts",
               "mean_pass_rate": "mean latent pass rate, all tasks"}
     fig, axes = plt.subplots(1, 3, figsize=(15, 4))
@@ -182,8 +206,8 @@ def plot(curves: dict, path: Path) -> None:
         for name, series in curves.items():
             values = series[key]
             if key == "effective_ratio":
-                values = np.convolve(values, np.ones(20) / 20, mode="valid")
-            ax.plot(np.arange(1, len(values) + 1), values, label=name)
+                values = np.convolve(values, np.ones(window) / window, mode="valid")
+            ax.plot(np.arange(len(values)) + (window if key == "effective_ratio" else 1), values, label=name)
         ax.set_title(titles[key])
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)
@@ -193,34 +217,46 @@ def plot(curves: dict, path: Path) -> None:
         save_png(fig, tmp)
 
 
+@reports_input_errors
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument("--steps", type=int, default=400, help="selection steps per selector")
     parser.add_argument("--tasks", type=int, default=2000, help="tasks in the simulated taskset")
+    parser.add_argument("--data", type=Path, help="a real split (.parquet) with reference pass-rate columns instead")
+    parser.add_argument("--features", nargs=2, default=list(FEATURES), metavar=("WEAK", "STRONG"),
+                        help="--data's pass-rate columns (default: %(default)s)")
     parser.add_argument("--out", type=Path, default=Path("outputs/bots_selector.png"),
                         help="the plot (a CSV beside it)")
     args = parser.parse_args()
 
-    weak, strong, latent = make_tasks(args.tasks)
+    if args.data:
+        weak, strong, latent = measured_tasks(args.data, args.features)
+    else:
+        weak, strong, latent = make_tasks(args.tasks)
     curves, configs = {}, {}
     with tempfile.TemporaryDirectory() as scratch:
         scratch = Path(scratch)
-        write_taskset(scratch / "data", weak, strong)
+        if args.data:
+            (scratch / "data").mkdir()
+            shutil.copy(args.data, scratch / "data" / "train.parquet")
+        else:
+            write_taskset(scratch / "data", weak, strong)
         for name in SELECTOR_CONFIGS:
-            configs[name] = build_config(name, scratch / "data", scratch, args.steps)
+            configs[name] = build_config(name, scratch / "data", scratch, args.steps, args.features)
             start = time.perf_counter()
             curves[name] = asyncio.run(simulate(configs[name], latent, args.steps))
             print(f"{name:>6}: {args.steps} steps in {time.perf_counter() - start:.1f} s", flush=True)
 
     bots = configs["bots"]
-    print(f"\n{args.tasks} tasks, batch {bots.buffer.batch_size}, group {bots.algorithm.repeat_times}, "
+    print(f"\n{len(latent)} tasks, batch {bots.buffer.batch_size}, group {bots.algorithm.repeat_times}, "
           f"selector {bots.buffer.explorer_input.tasksets[0].data_selector.selector_type}, "
           f"initial mean latent pass rate "
           f"{np.mean(1 / (1 + np.exp(-latent))):.3f}")
     print(f"{'step':>5} | {'effective ratio':^17} | {'informative rollouts':^21} | {'mean pass rate':^17}")
     print(f"{'':>5} | {'bots':>8} {'random':>8} | {'bots':>10} {'random':>10} | {'bots':>8} {'random':>8}")
-    for step in range(49, args.steps, 50):
-        window = slice(max(0, step - 49), step + 1)
+    every = max(1, min(50, args.steps // 8))  # a row per 50 steps, or 8 rows for a short run
+    for step in range(every - 1, args.steps, every):
+        window = slice(max(0, step - every + 1), step + 1)
         b, r = curves["bots"], curves["random"]
         print(f"{step + 1:>5} | {b['effective_ratio'][window].mean():8.3f} {r['effective_ratio'][window].mean():8.3f}"
               f" | {b['informative_rollouts'][step]:10d} {r['informative_rollouts'][step]:10d}"
@@ -233,12 +269,12 @@ def main() -> None:
     print(f"\ntime to random's final mean pass rate ({target:.3f}): bots {bots_steps} steps, "
           f"random {random_steps} steps{saving}")
 
-    for n in (54_400, 1_000_000):
+    for n in () if args.data else (54_400, 1_000_000):  # the selectors' own cost, on simulated tasksets
         timings = {t: 1000 * selector_time_per_batch(t, n) for t in ("difficulty_based", "random")}
         print(f"selector time per batch of 16 at N={n:,}: difficulty_based {timings['difficulty_based']:.2f} ms, "
               f"random {timings['random']:.2f} ms")
 
-    plot(curves, args.out)
+    plot(curves, args.out, window=max(1, min(20, args.steps // 8)))  # 20 steps, or less for a short run
     write_csv(curves, args.out.with_suffix(".csv"))
     print(f"plot: {args.out}, every step: {args.out.with_suffix('.csv')}")
     print(f"effective_ratio bots={curves['bots']['effective_ratio'].mean():.3f} "
