@@ -228,6 +228,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("outputs/bots_selector.png"),
                         help="the plot (a CSV beside it)")
     args = parser.parse_args()
+    if args.features != list(FEATURES) and not args.data:
+        parser.error("--features names columns of --data: give --data too")
 
     if args.data:
         weak, strong, latent = measured_tasks(args.data, args.features)

@@ -50,3 +50,8 @@ def test_a_missing_feature_column_is_refused(tmp_path):
     result = benchmark("--data", tmp_path / "train.parquet", "--features", "weak_pass_rate", "qwen_pass_rate",
                        "--steps", 2, "--out", tmp_path / "plot.png")
     assert result.returncode == 2 and "column 'qwen_pass_rate' is missing" in result.stderr
+
+
+def test_features_without_data_are_refused():
+    result = benchmark("--features", "weak_pass_rate", "strong_pass_rate", "--steps", 2)
+    assert result.returncode == 2 and "--features names columns of --data" in result.stderr
