@@ -229,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.time()
     model = model_folder(args.model, out / "model")
     args.thinks = thinks(model)
-    flags = parser_flags(MATH.config_path(args.selector), model)
+    flags = parser_flags(MATH.config_path(args.selector), model, thinking=args.thinks)
     max_tokens = ONE_GPU["model.max_response_tokens"]
     if held_out(out / "before") is None:
         with vllm_server(model, model, out / "serve_before.log", args.max_model_len, flags) as url:

@@ -13,7 +13,6 @@ tool call. It is a stand-in for a vLLM engine, not a model.
 from __future__ import annotations
 
 import json
-import socket
 import threading
 import time
 from typing import Callable, Union
@@ -22,13 +21,9 @@ import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
+from runkit.serving import free_port
+
 Reply = Union[str, tuple[str, dict]]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _token_ids(text: str, offset: int) -> list[int]:
@@ -48,7 +43,7 @@ class FakeVLLMServer:
         self.reply = reply
         self.tool_parser = tool_parser
         self.requests: list[dict] = []
-        self.port = _free_port()
+        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         app = FastAPI()
         app.get("/health")(self._health)

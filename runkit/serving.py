@@ -66,11 +66,12 @@ def thinks(model: Path) -> bool:
     return "</think>" in AutoTokenizer.from_pretrained(model).get_vocab()
 
 
-def parser_flags(config: str | Path, model: Path) -> list[str]:
+def parser_flags(config: str | Path, model: Path, thinking: bool | None = None) -> list[str]:
     """The tool-call and reasoning parsers of CONFIG's rollout engine (`explorer.rollout_model`) as
     `vllm serve` flags, so that an evaluation serves the model as training does. Without a tool parser,
     vLLM answers every request that offers the agent a tool (the math agent's Python tool) with an
-    error; the reasoning parser is left out for a model without `</think>` (`thinks`)."""
+    error; the reasoning parser is left out for a model without `</think>`. `thinking` is `thinks(model)`
+    where the caller has asked already (its tokenizer is then not loaded again)."""
     from rftkit.overrides import load_yaml
 
     rollout = (load_yaml(config).get("explorer") or {}).get("rollout_model") or {}
@@ -79,7 +80,7 @@ def parser_flags(config: str | Path, model: Path) -> list[str]:
         flags.append("--enable-auto-tool-choice")
     if rollout.get("tool_call_parser"):
         flags += ["--tool-call-parser", rollout["tool_call_parser"]]
-    if rollout.get("reasoning_parser") and thinks(model):
+    if rollout.get("reasoning_parser") and (thinks(model) if thinking is None else thinking):
         flags += ["--reasoning-parser", rollout["reasoning_parser"]]
     return flags
 

@@ -140,6 +140,10 @@ def test_the_served_engine_gets_the_configs_parsers(tmp_path):
     assert parser_flags(REPO / "configs" / "config_random.yaml", tmp_path / "thinking") == \
         [*tools, "--reasoning-parser", "deepseek_r1"]
     assert parser_flags(REPO / "configs" / "frozenlake.yaml", tmp_path / "plain") == tools  # no reasoning parser there
+    # A caller that has asked thinks() already passes the answer, and no tokenizer is read.
+    assert parser_flags(REPO / "configs" / "config_random.yaml", tmp_path / "none", thinking=False) == tools
+    assert parser_flags(REPO / "configs" / "config_random.yaml", tmp_path / "none", thinking=True) == \
+        [*tools, "--reasoning-parser", "deepseek_r1"]
 
 
 def test_each_model_call_gets_its_own_sampling_seed_and_a_rerun_sends_the_same(frozenlake_data, tmp_path):
