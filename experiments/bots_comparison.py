@@ -22,8 +22,9 @@ neither all failed nor all succeeded, is the effective-task ratio, the tasks GRP
 A call, in order: (1) the base model on the test split, once, into <out>/before; (2) training for
 `--minutes` (or `--steps`) into <out>/<selector>; (3) its last checkpoint on the test split, into
 <out>/<selector>/after; (4) the report over every run there is: <out>/comparison.{md,json,png}, per
-step the rollout accuracy, the effective-task ratio and the code executions per rollout, and the
-held-out accuracy before and after each run with 95% intervals and a task-by-task sign test.
+step the rollout accuracy, the effective-task ratio and the code executions per rollout (with means
+per 10 steps, and BOTS over random on the steps both runs made), and the held-out accuracy and share
+of boxed answers before and after each run, with 95% intervals and a task-by-task sign test.
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ ONE_GPU = {
 # Trinity's tensorboard tags: what the report draws.
 ACCURACY, EFFECTIVE, TOOL_CALLS = ("rollout/accuracy/mean", "experience_pipeline/selection/valid_ratio",
                                    "rollout/tool_calls/mean")
+WINDOW = 10  # steps per row of the report's table over time
 GOAL = 1.5  # issue 21: BOTS's effective-task ratio at 1.5 times random's or more, on average over the steps
 
 
@@ -100,6 +102,7 @@ def held_out(folder: Path) -> dict | None:
         episode = json.loads(line)
         rewards.setdefault(episode["task_number"], []).append(episode["reward"])
     return {"accuracy": report["accuracy"], "ci95": report["accuracy_ci95"], "episodes": report["episodes"],
+            "format rate": report["format_rate"],
             "per task": {task: sum(r) / len(r) for task, r in sorted(rewards.items())}}
 
 
@@ -132,9 +135,15 @@ def report(out: Path) -> dict:
                           "held-out after": after,
                           "after vs before": paired(before, after) if before and after else None}
     result = {"held-out before": before, "runs": runs}
-    effective = [runs.get(s, {}).get(f"mean {EFFECTIVE}") for s in ("random", "difficulty")]
-    if None not in effective and effective[0] > 0:
-        result["effective-task ratio, BOTS / random"] = effective[1] / effective[0]
+    if {"random", "difficulty"} <= runs.keys():
+        # A time budget gives the runs different step counts; later steps are easier to learn from, so
+        # the two are compared over the steps both made.
+        shared = min(runs[s]["steps"] for s in ("random", "difficulty"))
+        both = {s: {tag: mean([(step, v) for step, v in runs[s]["series"][tag] if step <= shared])
+                    for tag in (ACCURACY, EFFECTIVE)} for s in ("random", "difficulty")}
+        result["shared steps"] = {"steps": shared, **both}
+        if both["random"][EFFECTIVE] and both["difficulty"][EFFECTIVE] is not None:
+            result["effective-task ratio, BOTS / random"] = both["difficulty"][EFFECTIVE] / both["random"][EFFECTIVE]
     afters = [runs.get(s, {}).get("held-out after") for s in ("random", "difficulty")]
     if None not in afters:
         result["BOTS after vs random after"] = paired(afters[0], afters[1])
@@ -151,20 +160,42 @@ def markdown(result: dict) -> str:
     def evaluation(value):
         return "-" if not value else f"{value['accuracy']:.3f} ({value['ci95'][0]:.3f}-{value['ci95'][1]:.3f})"
 
+    def boxed(value):
+        return "-" if not value else f"{value['format rate']:.3f}"
+
+    before = result["held-out before"]
     lines = ["| run | steps | rollout accuracy (mean over steps) | effective-task ratio (mean) | code executions "
-             "per rollout (mean) | held-out accuracy after (95% CI) | tasks better / worse than before, sign test p |",
-             "|---|---|---|---|---|---|---|",
-             f"| base model | | | | | {evaluation(result['held-out before'])} | |"]
+             "per rollout (mean) | held-out accuracy after (95% CI) | held-out replies with \\boxed{} | "
+             "tasks better / worse than before, sign test p |",
+             "|---|---|---|---|---|---|---|---|",
+             f"| base model | | | | | {evaluation(before)} | {boxed(before)} | |"]
     for selector, r in result["runs"].items():
         change = r["after vs before"]
         change_text = f"{change['better']} / {change['worse']}, p = {change['p']:.3g}" \
             if change and "p" in change else "-"
         lines.append(f"| {selector} | {r['steps']} | {number(r[f'mean {ACCURACY}'])} | "
                      f"{number(r[f'mean {EFFECTIVE}'])} | "
-                     f"{number(r[f'mean {TOOL_CALLS}'], '.2f')} | {evaluation(r['held-out after'])} | {change_text} |")
+                     f"{number(r[f'mean {TOOL_CALLS}'], '.2f')} | {evaluation(r['held-out after'])} | "
+                     f"{boxed(r['held-out after'])} | {change_text} |")
+    lines += ["", f"Means over each {WINDOW} steps (rollout accuracy / effective-task ratio):", "",
+              "| steps | " + " | ".join(result["runs"]) + " |", "|---|" + "---|" * len(result["runs"])]
+    longest = max((r["steps"] for r in result["runs"].values()), default=0)
+    for first in range(1, longest + 1, WINDOW):
+        cells = []
+        for r in result["runs"].values():
+            accuracy, effective = (mean([(step, v) for step, v in r["series"][tag] if first <= step < first + WINDOW])
+                                   for tag in (ACCURACY, EFFECTIVE))
+            cells.append(f"{number(accuracy)} / {number(effective)}")
+        lines.append(f"| {first}-{min(first + WINDOW - 1, longest)} | " + " | ".join(cells) + " |")
+    shared = result.get("shared steps")
+    if shared:
+        random, bots = shared["random"], shared["difficulty"]
+        lines += ["", f"Over the {shared['steps']} steps both runs made: rollout accuracy {number(bots[ACCURACY])} "
+                      f"(BOTS) against {number(random[ACCURACY])} (random), effective-task ratio "
+                      f"{number(bots[EFFECTIVE])} against {number(random[EFFECTIVE])}."]
     ratio = result.get("effective-task ratio, BOTS / random")
     if ratio is not None:
-        lines += ["", f"Effective-task ratio, BOTS over random: {ratio:.2f}x (goal: {GOAL}x or more)."]
+        lines.append(f"Effective-task ratio, BOTS over random: {ratio:.2f}x (goal: {GOAL}x or more).")
     head_to_head = result.get("BOTS after vs random after")
     if head_to_head and "p" in head_to_head:
         lines.append(f"Held-out, BOTS's model against random's, task by task: {head_to_head['better']} better, "

@@ -70,29 +70,33 @@ def test_each_run_passes_trinitys_checker_on_cpu(selector, thinking, tmp_path, g
     assert selector_line in result.stdout and "1 GPU(s)" in result.stdout
 
 
-def evaluation(folder, per_task):
+def evaluation(folder, per_task, format_rate=1.0):
     """An evaluate.py output folder (report.json, episodes.jsonl) with these per-task rewards."""
     folder.mkdir(parents=True)
     episodes = [{"task_number": t, "repeat": r, "reward": v} for t, rewards in enumerate(per_task)
                 for r, v in enumerate(rewards)]
     accuracy = sum(e["reward"] for e in episodes) / len(episodes)
     (folder / "report.json").write_text(json.dumps({"accuracy": accuracy, "accuracy_ci95": [0.0, 1.0],
-                                                    "episodes": len(episodes)}))
+                                                    "episodes": len(episodes), "format_rate": format_rate}))
     (folder / "episodes.jsonl").write_text("".join(json.dumps(e) + "\n" for e in episodes))
 
 
 def test_the_report_compares_the_runs_from_trinitys_scalars_and_the_evaluations(tmp_path):
     out = tmp_path / "bots"
-    evaluation(out / "before", [[0, 0], [0, 1], [1, 1], [0, 0]])
-    for selector, effective, after in (("random", 0.2, [[0, 0], [0, 1], [1, 1], [0, 0]]),
-                                       ("difficulty", 0.5, [[1, 0], [1, 1], [1, 1], [0, 1]])):
+    evaluation(out / "before", [[0, 0], [0, 1], [1, 1], [0, 0]], format_rate=0.25)
+    # random made a third step, which the time budget did not give BOTS: the ratio leaves it out
+    for selector, effective, after in (("random", [0.2, 0.2, 0.8], [[0, 0], [0, 1], [1, 1], [0, 0]]),
+                                       ("difficulty", [0.5, 0.5], [[1, 0], [1, 1], [1, 1], [0, 1]])):
         run = out / selector / "checkpoints" / "AgentScope-MathBOTS" / f"math-{selector}"
         (run / "log").mkdir(parents=True)
-        write_scalars(run, "explorer", {comparison.ACCURACY: [(1, 0.3), (2, 0.5)],
-                                        comparison.EFFECTIVE: [(1, effective), (2, effective)],
-                                        comparison.TOOL_CALLS: [(1, 1.0), (2, 2.0)]})
+        write_scalars(run, "explorer", {comparison.ACCURACY: [(1, 0.3), (2, 0.5), (3, 0.9)][:len(effective)],
+                                        comparison.EFFECTIVE: list(enumerate(effective, start=1)),
+                                        comparison.TOOL_CALLS: [(1, 1.0), (2, 2.0), (3, 2.0)][:len(effective)]})
         evaluation(out / selector / "after", after)
     result = comparison.report(out)
+    assert result["runs"]["random"][f"mean {comparison.EFFECTIVE}"] == pytest.approx(0.4)
+    assert result["shared steps"]["steps"] == 2
+    assert result["shared steps"]["random"][comparison.ACCURACY] == pytest.approx(0.4)
     assert result["effective-task ratio, BOTS / random"] == pytest.approx(2.5)
     bots = result["runs"]["difficulty"]
     assert bots["steps"] == 2 and bots[f"mean {comparison.TOOL_CALLS}"] == pytest.approx(1.5)
@@ -101,6 +105,9 @@ def test_the_report_compares_the_runs_from_trinitys_scalars_and_the_evaluations(
     assert result["BOTS after vs random after"]["better"] == 3
     text = (out / "comparison.md").read_text()
     assert "Effective-task ratio, BOTS over random: 2.50x (goal: 1.5x or more)." in text
+    assert "Over the 2 steps both runs made: rollout accuracy 0.400 (BOTS) against 0.400 (random)" in text
+    assert "| base model | | | | | 0.375 (0.000-1.000) | 0.250 | |" in text
+    assert "| steps | random | difficulty |" in text and "| 1-3 | 0.567 / 0.400 | 0.400 / 0.500 |" in text
     assert (out / "comparison.png").stat().st_size > 0
 
 
