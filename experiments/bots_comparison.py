@@ -23,8 +23,9 @@ A call, in order: (1) the base model on the test split, once, into <out>/before;
 `--minutes` (or `--steps`) into <out>/<selector>; (3) its last checkpoint on the test split, into
 <out>/<selector>/after; (4) the report over every run there is: <out>/comparison.{md,json,png}, per
 step the rollout accuracy, the effective-task ratio and the code executions per rollout (with means
-per 10 steps, and BOTS over random on the steps both runs made), and the held-out accuracy and share
-of boxed answers before and after each run, with 95% intervals and a task-by-task sign test.
+per 10 steps, and BOTS over random on the steps both runs made), what each selector picked against
+the strongest reference's pass rates, and the held-out accuracy and share of boxed answers before
+and after each run, with 95% intervals and a task-by-task sign test.
 """
 
 from __future__ import annotations
@@ -92,6 +93,40 @@ def curves(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
     return {tag: scalars.get(tag, []) for tag in (ACCURACY, EFFECTIVE, TOOL_CALLS)}
 
 
+def picks(run_dir: Path, reference: list[float]) -> dict | None:
+    """What the selector chose, against a reference model's pass rates (train-split row -> rate).
+
+    Read from the trainer's experience queue, which Trinity also writes to
+    buffer/experience_buffer.jsonl: each experience names its explore step (`eid.batch`), its
+    rollout (`eid.run`) and its task's row (`info.task_index.index`)."""
+    folder = job_dir(run_dir / "checkpoints")
+    queue = folder / "buffer" / "experience_buffer.jsonl" if folder else None
+    if queue is None or not queue.is_file():
+        return None
+    groups: dict[tuple[int, int], dict[int, float]] = {}
+    for line in queue.read_text().splitlines():
+        experience = json.loads(line)
+        task = (experience["eid"]["batch"], experience["info"]["task_index"]["index"])
+        groups.setdefault(task, {})[experience["eid"]["run"]] = experience["reward"]  # one reward a rollout
+    mixed = {task: 0 < sum(rewards.values()) / len(rewards) < 1 for task, rewards in groups.items()}
+    solved = [task for task in groups if reference[task[1]] > 0]
+    unsolved = [task for task in groups if reference[task[1]] == 0]
+    return {"picks": len(groups), "distinct": len({row for _, row in groups}),
+            "reference above 0": len(solved) / len(groups),
+            "effective, reference 0": sum(mixed[t] for t in unsolved) / len(unsolved) if unsolved else None,
+            "effective, reference above 0": sum(mixed[t] for t in solved) / len(solved) if solved else None}
+
+
+def reference_rates(data: Path | None, column: str) -> list[float] | None:
+    """The train split's `column`, or None when there is no such split or column (a report on its own)."""
+    import pyarrow.parquet as pq
+
+    path = data / "train.parquet" if data else None
+    if path is None or not path.is_file() or column not in pq.read_schema(path).names:
+        return None
+    return pq.read_table(path, columns=[column]).column(column).to_pylist()
+
+
 def held_out(folder: Path) -> dict | None:
     """{accuracy, interval, per-task mean reward} of an evaluation folder, or None if it is not there."""
     if not (folder / "report.json").is_file():
@@ -121,9 +156,12 @@ def mean(points: list[tuple[int, float]]) -> float | None:
     return sum(v for _, v in points) / len(points) if points else None
 
 
-def report(out: Path) -> dict:
-    """The comparison of whatever runs <out> holds: written to comparison.{json,md,png}, and returned."""
+def report(out: Path, data: Path | None = None, reference: str = DEFAULT_FEATURES[-1]) -> dict:
+    """The comparison of whatever runs <out> holds: written to comparison.{json,md,png}, and returned.
+
+    With `data`, what each selector picked is set against the train split's `reference` pass rates."""
     before = held_out(out / "before")
+    rates = reference_rates(data, reference)
     runs = {}
     for selector in CONFIGS:
         if not (out / selector).is_dir():
@@ -132,9 +170,9 @@ def report(out: Path) -> dict:
         after = held_out(out / selector / "after")
         runs[selector] = {"steps": len(series[ACCURACY]), "series": series,
                           **{f"mean {tag}": mean(series[tag]) for tag in series},
-                          "held-out after": after,
+                          "held-out after": after, "picks": picks(out / selector, rates) if rates else None,
                           "after vs before": paired(before, after) if before and after else None}
-    result = {"held-out before": before, "runs": runs}
+    result = {"held-out before": before, "runs": runs, "reference": reference}
     if {"random", "difficulty"} <= runs.keys():
         # A time budget gives the runs different step counts; later steps are easier to learn from, so
         # the two are compared over the steps both made.
@@ -187,6 +225,14 @@ def markdown(result: dict) -> str:
                                    for tag in (ACCURACY, EFFECTIVE))
             cells.append(f"{number(accuracy)} / {number(effective)}")
         lines.append(f"| {first}-{min(first + WINDOW - 1, longest)} | " + " | ".join(cells) + " |")
+    chosen = {selector: r["picks"] for selector, r in result["runs"].items() if r.get("picks")}
+    if chosen:
+        lines += ["", f"What each selector picked, against `{result['reference']}` on the train split:", "",
+                  "| run | problems picked | distinct | share with a reference rate above 0 | effective share "
+                  "of those at 0 | effective share of those above 0 |", "|---|---|---|---|---|---|"]
+        lines += [f"| {selector} | {c['picks']} | {c['distinct']} | {c['reference above 0']:.3f} | "
+                  f"{number(c['effective, reference 0'])} | {number(c['effective, reference above 0'])} |"
+                  for selector, c in chosen.items()]
     shared = result.get("shared steps")
     if shared:
         random, bots = shared["random"], shared["difficulty"]
@@ -247,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     out = args.out.resolve()
     if args.report_only:
-        print(markdown(report(out)), flush=True)
+        print(markdown(report(out, args.data.resolve(), args.features[-1])), flush=True)
         return 0
     if args.model is None or args.selector is None:
         parser.error("MODEL and --selector are required unless --report-only")
@@ -275,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
     with vllm_server(trained, model, run_dir / "serve_after.log", args.max_model_len, flags) as url:
         run_step(evaluate_command(url, data, run_dir / "after", args.repeats, max_tokens, task="math"),
                  run_dir / "eval_after.log", check=True)
-    print(markdown(report(out)), flush=True)
+    print(markdown(report(out, data, args.features[-1])), flush=True)
     log(f"done in {time.time() - started:.0f} s: {out}/comparison.md, {out}/comparison.png")
     return 0
 

@@ -122,6 +122,28 @@ def test_a_report_with_one_run_so_far_draws_what_there_is(tmp_path):
     assert "| random | 1 | 0.250 | - |" in (out / "comparison.md").read_text()
 
 
+def test_the_report_sets_what_each_selector_picked_against_the_reference_rates(tmp_path):
+    data = tmp_path / "gsm"
+    data.mkdir()
+    pq.write_table(pa.table({"qwen_coder_0.5b_pass_rate": [0.0, 0.0, 0.5, 0.25]}), data / "train.parquet")
+    run = tmp_path / "bots" / "random" / "checkpoints" / "P" / "N"
+    (run / "log").mkdir(parents=True)
+    write_scalars(run, "explorer", {comparison.ACCURACY: [(1, 0.25), (2, 0.25)]})
+    (run / "buffer").mkdir()
+    # (explore step, task row, rollout, reward); row 2's second rollout took two model calls, two experiences
+    experiences = [(1, 0, 0, 0.0), (1, 0, 1, 0.0), (1, 2, 0, 0.0), (1, 2, 1, 1.0), (1, 2, 1, 1.0),
+                   (2, 0, 0, 1.0), (2, 0, 1, 0.0), (2, 1, 0, 0.0), (2, 1, 1, 0.0)]
+    (run / "buffer" / "experience_buffer.jsonl").write_text("".join(
+        json.dumps({"eid": {"batch": step, "run": rollout}, "info": {"task_index": {"index": row}}, "reward": reward})
+        + "\n" for step, row, rollout, reward in experiences))
+    picked = comparison.report(tmp_path / "bots", data)["runs"]["random"]["picks"]
+    assert picked == {"picks": 4, "distinct": 3, "reference above 0": 0.25,
+                      "effective, reference 0": pytest.approx(1 / 3), "effective, reference above 0": 1.0}
+    assert "| random | 4 | 3 | 0.250 | 0.333 | 1.000 |" in (tmp_path / "bots" / "comparison.md").read_text()
+    assert comparison.report(tmp_path / "bots")["runs"]["random"]["picks"] is None  # no split: no table
+    assert "What each selector picked" not in (tmp_path / "bots" / "comparison.md").read_text()
+
+
 def test_bad_flags_are_refused_before_anything_starts(tmp_path, gsm_data, capsys):
     for argv, message in [(["--out", str(tmp_path)], "MODEL and --selector are required"),
                           ([str(gsm_data), "--selector", "random", "--out", str(tmp_path)], "give --steps, --minutes"),
