@@ -215,16 +215,18 @@ def markdown(result: dict) -> str:
                      f"{number(r[f'mean {EFFECTIVE}'])} | "
                      f"{number(r[f'mean {TOOL_CALLS}'], '.2f')} | {evaluation(r['held-out after'])} | "
                      f"{boxed(r['held-out after'])} | {change_text} |")
-    lines += ["", f"Means over each {WINDOW} steps (rollout accuracy / effective-task ratio):", "",
-              "| steps | " + " | ".join(result["runs"]) + " |", "|---|" + "---|" * len(result["runs"])]
     longest = max((r["steps"] for r in result["runs"].values()), default=0)
+    if longest:
+        lines += ["", f"Means over each {WINDOW} steps (rollout accuracy / effective-task ratio):", "",
+                  "| steps | " + " | ".join(result["runs"]) + " |", "|---|" + "---|" * len(result["runs"])]
     for first in range(1, longest + 1, WINDOW):
         cells = []
         for r in result["runs"].values():
             accuracy, effective = (mean([(step, v) for step, v in r["series"][tag] if first <= step < first + WINDOW])
                                    for tag in (ACCURACY, EFFECTIVE))
             cells.append(f"{number(accuracy)} / {number(effective)}")
-        lines.append(f"| {first}-{min(first + WINDOW - 1, longest)} | " + " | ".join(cells) + " |")
+        last = min(first + WINDOW - 1, longest)
+        lines.append(f"| {first if last == first else f'{first}-{last}'} | " + " | ".join(cells) + " |")
     chosen = {selector: r["picks"] for selector, r in result["runs"].items() if r.get("picks")}
     if chosen:
         lines += ["", f"What each selector picked, against `{result['reference']}` on the train split:", "",
