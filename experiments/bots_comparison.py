@@ -152,8 +152,10 @@ def paired(before: dict, after: dict) -> dict:
     return {"better": wins, "worse": losses, "p": sign_test(wins, losses)}
 
 
-def mean(points: list[tuple[int, float]]) -> float | None:
-    return sum(v for _, v in points) / len(points) if points else None
+def mean(points: list[tuple[int, float]], first: int = 1, last: float = float("inf")) -> float | None:
+    """The mean of the (step, value) points from step `first` to step `last`, or None if there are none."""
+    values = [v for step, v in points if first <= step <= last]
+    return sum(values) / len(values) if values else None
 
 
 def report(out: Path, data: Path | None = None, reference: str = DEFAULT_FEATURES[-1]) -> dict:
@@ -177,8 +179,8 @@ def report(out: Path, data: Path | None = None, reference: str = DEFAULT_FEATURE
         # A time budget gives the runs different step counts; later steps are easier to learn from, so
         # the two are compared over the steps both made.
         shared = min(runs[s]["steps"] for s in ("random", "difficulty"))
-        both = {s: {tag: mean([(step, v) for step, v in runs[s]["series"][tag] if step <= shared])
-                    for tag in (ACCURACY, EFFECTIVE)} for s in ("random", "difficulty")}
+        both = {s: {tag: mean(runs[s]["series"][tag], last=shared) for tag in (ACCURACY, EFFECTIVE)}
+                for s in ("random", "difficulty")}
         result["shared steps"] = {"steps": shared, **both}
         if both["random"][EFFECTIVE] and both["difficulty"][EFFECTIVE] is not None:
             result["effective-task ratio, BOTS / random"] = both["difficulty"][EFFECTIVE] / both["random"][EFFECTIVE]
@@ -220,12 +222,9 @@ def markdown(result: dict) -> str:
         lines += ["", f"Means over each {WINDOW} steps (rollout accuracy / effective-task ratio):", "",
                   "| steps | " + " | ".join(result["runs"]) + " |", "|---|" + "---|" * len(result["runs"])]
     for first in range(1, longest + 1, WINDOW):
-        cells = []
-        for r in result["runs"].values():
-            accuracy, effective = (mean([(step, v) for step, v in r["series"][tag] if first <= step < first + WINDOW])
-                                   for tag in (ACCURACY, EFFECTIVE))
-            cells.append(f"{number(accuracy)} / {number(effective)}")
         last = min(first + WINDOW - 1, longest)
+        cells = [f"{number(mean(r['series'][ACCURACY], first, last))} / "
+                 f"{number(mean(r['series'][EFFECTIVE], first, last))}" for r in result["runs"].values()]
         lines.append(f"| {first if last == first else f'{first}-{last}'} | " + " | ".join(cells) + " |")
     chosen = {selector: r["picks"] for selector, r in result["runs"].items() if r.get("picks")}
     if chosen:
