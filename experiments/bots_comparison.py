@@ -23,9 +23,10 @@ A call, in order: (1) the base model on the test split, once, into <out>/before;
 `--minutes` (or `--steps`) into <out>/<selector>; (3) its last checkpoint on the test split, into
 <out>/<selector>/after; (4) the report over every run there is: <out>/comparison.{md,json,png}, per
 step the rollout accuracy, the effective-task ratio and the code executions per rollout (with means
-per 10 steps, and BOTS over random on the steps both runs made), what each selector picked against
-the strongest reference's pass rates, and the held-out accuracy and share of boxed answers before
-and after each run, with 95% intervals and a task-by-task sign test.
+per 10 steps, and BOTS over random on the steps both runs made), how often each run's picks had
+rollouts all wrong or all right, what each selector picked against the strongest reference's pass
+rates, and the held-out accuracy and share of boxed answers before and after each run, with 95%
+intervals and a task-by-task sign test.
 """
 
 from __future__ import annotations
@@ -93,28 +94,51 @@ def curves(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
     return {tag: scalars.get(tag, []) for tag in (ACCURACY, EFFECTIVE, TOOL_CALLS)}
 
 
-def picks(run_dir: Path, reference: list[float]) -> dict | None:
-    """What the selector chose, against a reference model's pass rates (train-split row -> rate).
+def groups(run_dir: Path) -> dict[tuple[int, int], list[float]] | None:
+    """Every task the selector picked, (explore step, train-split row), with its rollouts' rewards.
 
     Read from the trainer's experience queue, which Trinity also writes to
     buffer/experience_buffer.jsonl: each experience names its explore step (`eid.batch`), its
-    rollout (`eid.run`) and its task's row (`info.task_index.index`)."""
+    rollout (`eid.run`) and its task's row (`info.task_index.index`). None if there is no such file."""
     folder = job_dir(run_dir / "checkpoints")
     queue = folder / "buffer" / "experience_buffer.jsonl" if folder else None
     if queue is None or not queue.is_file():
         return None
-    groups: dict[tuple[int, int], dict[int, float]] = {}
+    rewards: dict[tuple[int, int], dict[int, float]] = {}
     for line in queue.read_text().splitlines():
         experience = json.loads(line)
         task = (experience["eid"]["batch"], experience["info"]["task_index"]["index"])
-        groups.setdefault(task, {})[experience["eid"]["run"]] = experience["reward"]  # one reward a rollout
-    mixed = {task: 0 < sum(rewards.values()) / len(rewards) < 1 for task, rewards in groups.items()}
-    solved = [task for task in groups if reference[task[1]] > 0]
-    unsolved = [task for task in groups if reference[task[1]] == 0]
-    return {"picks": len(groups), "distinct": len({row for _, row in groups}),
-            "reference above 0": len(solved) / len(groups),
-            "effective, reference 0": sum(mixed[t] for t in unsolved) / len(unsolved) if unsolved else None,
-            "effective, reference above 0": sum(mixed[t] for t in solved) / len(solved) if solved else None}
+        rewards.setdefault(task, {})[experience["eid"]["run"]] = experience["reward"]  # one reward a rollout
+    return {task: list(by_rollout.values()) for task, by_rollout in rewards.items()}
+
+
+def mixed(rewards: list[float]) -> bool:
+    """A group GRPO learns from: its rollouts were neither all wrong nor all right."""
+    return 0 < sum(rewards) / len(rewards) < 1
+
+
+def picks(chosen: dict[tuple[int, int], list[float]], reference: list[float]) -> dict:
+    """What the selector chose, against a reference model's pass rates (train-split row -> rate)."""
+    solved = [task for task in chosen if reference[task[1]] > 0]
+    unsolved = [task for task in chosen if reference[task[1]] == 0]
+
+    def effective(tasks):
+        return sum(mixed(chosen[t]) for t in tasks) / len(tasks) if tasks else None
+
+    return {"picks": len(chosen), "distinct": len({row for _, row in chosen}),
+            "reference above 0": len(solved) / len(chosen),
+            "effective, reference 0": effective(unsolved), "effective, reference above 0": effective(solved)}
+
+
+def outcomes(chosen: dict[tuple[int, int], list[float]]) -> list[dict]:
+    """Per WINDOW explore steps, the shares of picked tasks whose rollouts were all wrong and all right:
+    where the groups that teach nothing come from."""
+    windows: dict[int, list[list[float]]] = {}
+    for (step, _), rewards in chosen.items():
+        windows.setdefault((step - 1) // WINDOW, []).append(rewards)
+    return [{"first": w * WINDOW + 1, "all wrong": sum(sum(r) == 0 for r in rows) / len(rows),
+             "all right": sum(sum(r) == len(r) for r in rows) / len(rows)}
+            for w, rows in sorted(windows.items())]
 
 
 def reference_rates(data: Path | None, column: str) -> list[float] | None:
@@ -170,9 +194,11 @@ def report(out: Path, data: Path | None = None, reference: str = DEFAULT_FEATURE
             continue
         series = curves(out / selector)
         after = held_out(out / selector / "after")
+        chosen = groups(out / selector)
         runs[selector] = {"steps": len(series[ACCURACY]), "series": series,
                           **{f"mean {tag}": mean(series[tag]) for tag in series},
-                          "held-out after": after, "picks": picks(out / selector, rates) if rates else None,
+                          "held-out after": after, "picks": picks(chosen, rates) if chosen and rates else None,
+                          "outcomes": outcomes(chosen) if chosen else None,
                           "after vs before": paired(before, after) if before and after else None}
     result = {"held-out before": before, "runs": runs, "reference": reference}
     if {"random", "difficulty"} <= runs.keys():
@@ -191,6 +217,12 @@ def report(out: Path, data: Path | None = None, reference: str = DEFAULT_FEATURE
     (out / "comparison.md").write_text(markdown(result))
     draw(result, out / "comparison.png")
     return result
+
+
+def span(first: int, longest: int) -> str:
+    """The steps of the table row that starts at `first`, the last row ending at the longest run's last step."""
+    last = min(first + WINDOW - 1, longest)
+    return str(first) if last == first else f"{first}-{last}"
 
 
 def markdown(result: dict) -> str:
@@ -222,10 +254,19 @@ def markdown(result: dict) -> str:
         lines += ["", f"Means over each {WINDOW} steps (rollout accuracy / effective-task ratio):", "",
                   "| steps | " + " | ".join(result["runs"]) + " |", "|---|" + "---|" * len(result["runs"])]
     for first in range(1, longest + 1, WINDOW):
-        last = min(first + WINDOW - 1, longest)
+        last = first + WINDOW - 1
         cells = [f"{number(mean(r['series'][ACCURACY], first, last))} / "
                  f"{number(mean(r['series'][EFFECTIVE], first, last))}" for r in result["runs"].values()]
-        lines.append(f"| {first if last == first else f'{first}-{last}'} | " + " | ".join(cells) + " |")
+        lines.append(f"| {span(first, longest)} | " + " | ".join(cells) + " |")
+    split = {selector: {w["first"]: w for w in r["outcomes"]} for selector, r in result["runs"].items()
+             if r.get("outcomes")}
+    if split:
+        lines += ["", f"Tasks whose rollouts were all wrong / all right, per {WINDOW} steps (from the experience "
+                      "queue):", "", "| steps | " + " | ".join(split) + " |", "|---|" + "---|" * len(split)]
+    for first in sorted({first for windows in split.values() for first in windows}):
+        cells = [f"{w['all wrong']:.3f} / {w['all right']:.3f}" if (w := windows.get(first)) else "-"
+                 for windows in split.values()]
+        lines.append(f"| {span(first, longest)} | " + " | ".join(cells) + " |")
     chosen = {selector: r["picks"] for selector, r in result["runs"].items() if r.get("picks")}
     if chosen:
         lines += ["", f"What each selector picked, against `{result['reference']}` on the train split:", "",

@@ -122,7 +122,7 @@ def test_a_report_with_one_run_so_far_draws_what_there_is(tmp_path):
     assert "| random | 1 | 0.250 | - |" in (out / "comparison.md").read_text()
 
 
-def test_the_report_sets_what_each_selector_picked_against_the_reference_rates(tmp_path):
+def test_the_report_sets_what_each_selector_picked_against_the_reference_rates_and_counts_its_groups(tmp_path):
     data = tmp_path / "gsm"
     data.mkdir()
     pq.write_table(pa.table({"qwen_coder_0.5b_pass_rate": [0.0, 0.0, 0.5, 0.25]}), data / "train.parquet")
@@ -132,14 +132,16 @@ def test_the_report_sets_what_each_selector_picked_against_the_reference_rates(t
     (run / "buffer").mkdir()
     # (explore step, task row, rollout, reward); row 2's second rollout took two model calls, two experiences
     experiences = [(1, 0, 0, 0.0), (1, 0, 1, 0.0), (1, 2, 0, 0.0), (1, 2, 1, 1.0), (1, 2, 1, 1.0),
-                   (2, 0, 0, 1.0), (2, 0, 1, 0.0), (2, 1, 0, 0.0), (2, 1, 1, 0.0)]
+                   (2, 0, 0, 1.0), (2, 0, 1, 0.0), (2, 1, 0, 0.0), (2, 1, 1, 0.0), (2, 3, 0, 1.0), (2, 3, 1, 1.0)]
     (run / "buffer" / "experience_buffer.jsonl").write_text("".join(
         json.dumps({"eid": {"batch": step, "run": rollout}, "info": {"task_index": {"index": row}}, "reward": reward})
         + "\n" for step, row, rollout, reward in experiences))
-    picked = comparison.report(tmp_path / "bots", data)["runs"]["random"]["picks"]
-    assert picked == {"picks": 4, "distinct": 3, "reference above 0": 0.25,
-                      "effective, reference 0": pytest.approx(1 / 3), "effective, reference above 0": 1.0}
-    assert "| random | 4 | 3 | 0.250 | 0.333 | 1.000 |" in (tmp_path / "bots" / "comparison.md").read_text()
+    run = comparison.report(tmp_path / "bots", data)["runs"]["random"]
+    assert run["picks"] == {"picks": 5, "distinct": 4, "reference above 0": 0.4,
+                            "effective, reference 0": pytest.approx(1 / 3), "effective, reference above 0": 0.5}
+    assert run["outcomes"] == [{"first": 1, "all wrong": 0.4, "all right": 0.2}]
+    text = (tmp_path / "bots" / "comparison.md").read_text()
+    assert "| random | 5 | 4 | 0.400 | 0.333 | 0.500 |" in text and "| 1-2 | 0.400 / 0.200 |" in text
     assert comparison.report(tmp_path / "bots")["runs"]["random"]["picks"] is None  # no split: no table
     assert "What each selector picked" not in (tmp_path / "bots" / "comparison.md").read_text()
 
