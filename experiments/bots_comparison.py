@@ -112,9 +112,10 @@ def groups(run_dir: Path) -> dict[tuple[int, int], list[float]] | None:
     return {task: list(by_rollout.values()) for task, by_rollout in rewards.items()}
 
 
-def mixed(rewards: list[float]) -> bool:
-    """A group GRPO learns from: its rollouts were neither all wrong nor all right."""
-    return 0 < sum(rewards) / len(rewards) < 1
+def outcome(rewards: list[float]) -> str:
+    """A task's group of rollouts: "all wrong", "all right", or "mixed", the only kind GRPO learns from."""
+    share = sum(rewards) / len(rewards)
+    return "all wrong" if share == 0 else "all right" if share == 1 else "mixed"
 
 
 def picks(chosen: dict[tuple[int, int], list[float]], reference: list[float]) -> dict:
@@ -123,7 +124,7 @@ def picks(chosen: dict[tuple[int, int], list[float]], reference: list[float]) ->
     unsolved = [task for task in chosen if reference[task[1]] == 0]
 
     def effective(tasks):
-        return sum(mixed(chosen[t]) for t in tasks) / len(tasks) if tasks else None
+        return sum(outcome(chosen[t]) == "mixed" for t in tasks) / len(tasks) if tasks else None
 
     return {"picks": len(chosen), "distinct": len({row for _, row in chosen}),
             "reference above 0": len(solved) / len(chosen),
@@ -136,8 +137,8 @@ def outcomes(chosen: dict[tuple[int, int], list[float]]) -> list[dict]:
     windows: dict[int, list[list[float]]] = {}
     for (step, _), rewards in chosen.items():
         windows.setdefault((step - 1) // WINDOW, []).append(rewards)
-    return [{"first": w * WINDOW + 1, "all wrong": sum(sum(r) == 0 for r in rows) / len(rows),
-             "all right": sum(sum(r) == len(r) for r in rows) / len(rows)}
+    return [{"first": w * WINDOW + 1, **{kind: sum(outcome(r) == kind for r in rows) / len(rows)
+                                         for kind in ("all wrong", "all right")}}
             for w, rows in sorted(windows.items())]
 
 
