@@ -10,7 +10,7 @@ shipped config's batch, group, context and learning rate. Only two things are sh
 * replies are cut at --response-tokens (default: FrozenLake 256, math 4096), a realistic length
   rather than the configs' 2,048 and 16,384 caps: a random model never stops on its own, so every
   reply is exactly that long;
-* a random model never answers in format, so every FrozenLake episode uses all 8 moves (an upper
+* a random model never answers in format, so every FrozenLake episode uses all 10 moves (an upper
   bound: real episodes end at a hole or the goal) and every math episode makes one call (a lower
   bound: a real agent may call its Python tool).
 

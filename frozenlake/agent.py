@@ -9,7 +9,7 @@ from agentscope.formatter import FormatterBase, OpenAIChatFormatter
 from agentscope.message import Msg
 from agentscope.model import ChatModelBase
 
-from frozenlake.env import normalize_action
+from frozenlake.env import AGENT_MAX_STEPS, normalize_action
 
 SYSTEM_PROMPT = """\
 You are playing FrozenLake on a square text grid. Reach the goal without falling into a hole.
@@ -43,7 +43,7 @@ class FrozenLakeAgent(ReActAgent):
     GRPO trainer sees as one experience.
     """
 
-    def __init__(self, model: ChatModelBase, max_steps: int = 8, formatter: FormatterBase | None = None):
+    def __init__(self, model: ChatModelBase, max_steps: int = AGENT_MAX_STEPS, formatter: FormatterBase | None = None):
         super().__init__(
             name="frozenlake_agent",
             sys_prompt=SYSTEM_PROMPT.format(max_steps=max_steps),

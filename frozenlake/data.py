@@ -1,9 +1,11 @@
-"""FrozenLake task splits: rows of (seed, size, p) whose maps are solvable within the step budget.
+"""FrozenLake task splits: rows of (seed, size, p) whose maps are solvable within `env_max_steps` moves.
 
 Each row fully determines its map through `generate_map(size, p, seed)`;
-the columns `env_max_steps` and `shortest_path_length` travel with it so the
-workflow plays with the budget the map was checked against. Two exact
-reference pass rates (frozenlake/reference.py) are BOTS's difficulty features.
+the columns `env_max_steps` and `shortest_path_length` record the route
+budget the map was checked against and its shortest route. Two exact
+reference pass rates (frozenlake/reference.py), the chance that a fixed
+policy reaches G in an episode of AGENT_MAX_STEPS moves, are BOTS's
+difficulty features.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
+from frozenlake.env import AGENT_MAX_STEPS, ENV_MAX_STEPS
 from frozenlake.maps import P_RANGE, generate_map, shortest_path_length
 from frozenlake.reference import STRONG, WEAK, reference_pass_rates
 from rftkit.files import atomic_paths
@@ -47,8 +50,9 @@ def check_settings(map_max_size: int, train_size: int, test_size: int, env_max_s
         raise ValueError(f"--train_size must be at least 1, got {train_size}")
     if test_size < 1:
         raise ValueError(f"--test_size must be at least 1, got {test_size}")
-    if env_max_steps < 1:
-        raise ValueError(f"--env_max_steps must be at least 1, got {env_max_steps}")
+    if not 1 <= env_max_steps <= AGENT_MAX_STEPS:
+        raise ValueError(f"--env_max_steps must be 1 to {AGENT_MAX_STEPS} (the moves of an episode), "
+                         f"got {env_max_steps}")
 
 
 def solvable_tasks(count: int, map_max_size: int, env_max_steps: int, seed: int, progress: bool = True):
@@ -78,13 +82,13 @@ def solvable_tasks(count: int, map_max_size: int, env_max_steps: int, seed: int,
                 continue
             seen.add(uid)
             rows.append({"seed": map_seed, "size": size, "p": p, "uid": uid, "env_max_steps": env_max_steps,
-                         "shortest_path_length": length, **reference_pass_rates(desc, env_max_steps)})
+                         "shortest_path_length": length, **reference_pass_rates(desc, AGENT_MAX_STEPS)})
             bar.update()
     return rows
 
 
 def write_dataset(local_dir: str | Path = DEFAULT_DIR, map_max_size: int = 6, train_size: int = 10000,
-                  test_size: int = 100, env_max_steps: int = 8, seed: int = 42,
+                  test_size: int = 100, env_max_steps: int = ENV_MAX_STEPS, seed: int = 42,
                   progress: bool = True) -> dict[str, Path]:
     """Write `train.parquet` and `test.parquet` (disjoint maps) to `local_dir`; return their paths."""
     check_settings(map_max_size, train_size, test_size, env_max_steps)

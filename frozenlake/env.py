@@ -10,7 +10,9 @@ Rules of one episode:
   player does not move and the reward is 0. Counting it keeps a model that
   never produces a valid action from looping forever, and costs it the step.
 * The episode ends on the goal (reward 1.0), in a hole (reward 0.0), or after
-  `max_steps` steps (reward 0.0). `info["reason"]` says which.
+  `max_steps` steps (reward 0.0). `info["reason"]` says which. The examples'
+  episodes have `AGENT_MAX_STEPS` (10) steps; their maps are solvable within
+  `ENV_MAX_STEPS` (8) moves (frozenlake/data.py). Both are upstream's defaults.
 * With `is_slippery=True` Gymnasium's slippery dynamics apply, seeded from
   the task's seed; the examples train on non-slippery maps.
 
@@ -29,6 +31,9 @@ from gymnasium.envs.toy_text.frozen_lake import FrozenLakeEnv as GymFrozenLakeEn
 
 from frozenlake.maps import ACTIONS, generate_map
 
+ENV_MAX_STEPS = 8  # a map's shortest route is at most this long (upstream's env_max_steps)
+AGENT_MAX_STEPS = 10  # the moves, valid or not, an episode allows (upstream's agent_max_steps)
+
 TILE_SYMBOLS = {"S": "_", "F": "_", "H": "O", "G": "G"}
 PLAYER_SYMBOLS = {"S": "P", "F": "P", "H": "X", "G": "√"}
 
@@ -44,7 +49,7 @@ def normalize_action(action: Any) -> str | None:
 class FrozenLakeEnv:
     """One FrozenLake episode at a time; see the module docstring for the rules."""
 
-    def __init__(self, max_steps: int = 8, desc: list[str] | None = None, is_slippery: bool = False,
+    def __init__(self, max_steps: int = AGENT_MAX_STEPS, desc: list[str] | None = None, is_slippery: bool = False,
                  size: int = 8, p: float = 0.8, seed: int = 42):
         if max_steps < 1:
             raise ValueError(f"max_steps must be at least 1, got {max_steps}")

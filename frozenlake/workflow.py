@@ -9,9 +9,8 @@ from agentscope.model import ChatModelBase
 from agentscope.tuner import WorkflowOutput
 
 from frozenlake.agent import FrozenLakeAgent
-from frozenlake.env import FrozenLakeEnv
+from frozenlake.env import AGENT_MAX_STEPS, FrozenLakeEnv
 
-ENV_MAX_STEPS = 8
 END_LINE = "Episode ended: "
 
 
@@ -26,13 +25,13 @@ async def run_frozen_lake(
     model: ChatModelBase,
     auxiliary_models: dict[str, ChatModelBase] | None = None,
 ) -> WorkflowOutput:
-    """Play the map `task` describes (seed, size, p; optional env_max_steps) with `model`.
+    """Play the map `task` describes (seed, size, p; optional agent_max_steps, the moves allowed) with `model`.
 
     The reward is the environment's: 1.0 on the goal, else 0.0. If the model
     call fails, the episode ends there with reward 0.0 and reason
     "model_error", so one bad request costs one rollout, not the training step.
     """
-    max_steps = int(task.get("env_max_steps", ENV_MAX_STEPS))
+    max_steps = int(task.get("agent_max_steps", AGENT_MAX_STEPS))
     env = FrozenLakeEnv(max_steps=max_steps)
     agent = FrozenLakeAgent(model=model, max_steps=max_steps)
     observation, _ = env.reset(task)

@@ -1,7 +1,8 @@
 """The cluster a run gets: its shape from the GPUs found, and the Ray it runs on.
 
-`plan_cluster` sizes a run (rollout engines on half the GPUs, the trainer on the rest; on one GPU
-both share it, Trinity's colocate mode), `apply_plan` writes that into the YAML mapping;
+`plan_cluster` sizes a run (the config's rollout engines where they leave the trainer a GPU, else
+engines on half the GPUs, the trainer on the rest; on one GPU both share it, Trinity's colocate
+mode), `apply_plan` writes that into the YAML mapping and says what it had to change;
 `detect_cluster`, `ensure_ray`, `connect_ray` and `ray_cli` find, start, join and stop Ray.
 """
 
@@ -20,37 +21,75 @@ EXPLORER_SHARE = 0.5
 DRY_RUN_GPUS = 8
 
 
-def plan_cluster(nodes: int, gpus_per_node: int, tensor_parallel: int, engines: int | None) -> dict:
-    """Cluster shape, rollout engine count and Trinity mode for `nodes` x `gpus_per_node` GPUs."""
+def plan_cluster(nodes: int, gpus_per_node: int, tensor_parallel: int, engines: int | None,
+                 configured: int | None = None) -> dict:
+    """Cluster shape, rollout engine count and Trinity mode for `nodes` x `gpus_per_node` GPUs.
+
+    The engine count is `engines` (--engines) if given, else the config's own (`configured`) where
+    those engines leave the trainer a GPU, else half the GPUs. `why` says why, when the count is
+    not the config's; `trainer_gpus` is what the trainer is left with.
+    """
     total = nodes * gpus_per_node
     if total == 1:  # the engine and the trainer share the one GPU
         if tensor_parallel != 1 or engines not in (None, 1):
             raise ValueError(f"one GPU holds one rollout engine of one GPU beside the trainer; got "
                              f"{engines or 1} engine(s) x tensor_parallel_size {tensor_parallel}")
-        return {"node_num": 1, "gpu_per_node": 1, "engine_num": 1, "mode": "colocate"}
-    if engines is None:
+        return {"node_num": 1, "gpu_per_node": 1, "engine_num": 1, "mode": "colocate", "trainer_gpus": 1,
+                "why": "one GPU: the engine and the trainer share it (colocate)"}
+    if engines is not None:
+        why = "--engines"
+    elif configured is not None and configured * tensor_parallel < total:
+        engines, why = configured, None
+    else:
         engines = max(1, int(total * EXPLORER_SHARE) // tensor_parallel)
+        why = (f"half of the {total} GPUs" if configured is None else
+               f"the config's {configured} engine(s) x {tensor_parallel} GPU leave the trainer none of the "
+               f"{total} GPUs: half of them")
     if engines < 1:
         raise ValueError(f"--engines must be at least 1, got {engines}")
     if engines * tensor_parallel >= total:
         raise ValueError(f"{engines} rollout engine(s) x {tensor_parallel} GPU(s) leave none of the {total} "
                          f"GPU(s) for the trainer; use --engines or more GPUs")
-    return {"node_num": nodes, "gpu_per_node": gpus_per_node, "engine_num": engines, "mode": "both"}
+    return {"node_num": nodes, "gpu_per_node": gpus_per_node, "engine_num": engines, "mode": "both",
+            "trainer_gpus": total - engines * tensor_parallel, "why": why}
 
 
-def apply_plan(config: dict, plan: dict) -> None:
-    """Write `plan` (from plan_cluster) into the YAML mapping `config`: the cluster's shape, and on
-    one GPU Trinity's colocate mode. The engine count is set by the caller, which creates its place."""
-    config.setdefault("cluster", {}).update(node_num=plan["node_num"], gpu_per_node=plan["gpu_per_node"])
+def apply_plan(config: dict, plan: dict) -> list[str]:
+    """Write `plan` (from plan_cluster) into the YAML mapping `config`: the cluster's shape, the engine
+    count, on one GPU Trinity's colocate mode, and a sequence-parallel size the trainer's GPUs can hold.
+
+    Returns one line per value changed from the config's, with the reason: what the machine forced.
+    """
+    changes = []
+
+    def put(node: dict, key: str, value, dotted: str, why: str) -> None:
+        if node.get(key) != value:
+            if key in node:  # a value the config set: say what replaced it and why
+                changes.append(f"{dotted}: {node[key]} -> {value} ({why})")
+            node[key] = value
+
+    found = f"{plan['node_num']} node(s) x {plan['gpu_per_node']} GPU(s) found or given"
+    cluster_node = config.setdefault("cluster", {})
+    put(cluster_node, "node_num", plan["node_num"], "cluster.node_num", found)
+    put(cluster_node, "gpu_per_node", plan["gpu_per_node"], "cluster.gpu_per_node", found)
+    rollout = config.setdefault("explorer", {}).setdefault("rollout_model", {})
+    put(rollout, "engine_num", plan["engine_num"], "explorer.rollout_model.engine_num", plan["why"])
     if plan["mode"] == "colocate":
         config["mode"] = "colocate"
-        rollout = config["explorer"]["rollout_model"]
         # At or under Trinity's cap, so that its validator leaves the GPU choice below alone (above
         # the cap it also sets the engine's GPU to "0", the machine's first, whatever Ray was given).
-        rollout["gpu_memory_utilization"] = min(rollout.get("gpu_memory_utilization", 1.0),
-                                                colocate.ENGINE_MEMORY_SHARE)
+        put(rollout, "gpu_memory_utilization", min(rollout.get("gpu_memory_utilization", 1.0),
+                                                   colocate.ENGINE_MEMORY_SHARE),
+            "explorer.rollout_model.gpu_memory_utilization", "the trainer has the rest of the one GPU")
         # The engine reserves no Ray GPU, so Ray does not choose its device: name the one we counted.
         rollout["cuda_visible_devices"] = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0]
+    trainer = config.setdefault("trainer", {})
+    sequence_parallel = trainer.get("ulysses_sequence_parallel_size", 1)
+    if plan["trainer_gpus"] % sequence_parallel:  # verl splits the trainer's GPUs into groups of this size
+        put(trainer, "ulysses_sequence_parallel_size", 1, "trainer.ulysses_sequence_parallel_size",
+            f"the trainer has {plan['trainer_gpus']} GPU(s); sequence-parallel groups of {sequence_parallel} "
+            f"need a multiple of {sequence_parallel}")
+    return changes
 
 
 def detect_cluster() -> tuple[int, int]:

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
+from rftkit.inputs import check_task_splits
+
 REPO = Path(__file__).resolve().parents[1]  # configs/ lies beside the packages, as in the checkout
 
 
@@ -30,6 +32,10 @@ class Example:
     report_rows: Callable[[dict], list[str]]  # evaluate.py: report.md's rows below the metric table's head
     chart: Callable[[dict], Any]  # evaluate.py: chart.png's matplotlib figure, untitled
     baselines: dict[str, Callable[[int], Any]] = field(default_factory=dict)  # --model NAME: seed -> chat model
+
+    def check_data(self, config: dict) -> None:
+        """Refuse the task splits a resolved launch config names unless they exist and hold this example's columns."""
+        check_task_splits(config, self.task_columns, self.data_remedy, self.data_flags)
 
     def config_path(self, selector: str | None = None) -> Path:
         return REPO / self.configs[selector or self.default_selector]

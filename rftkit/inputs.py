@@ -86,20 +86,29 @@ def open_split(path: str | Path, columns: dict[str, str], flag: str | None = Non
     return parquet
 
 
-def check_task_splits(config: dict, columns: dict[str, str], remedy: str, missing_ok: bool = False) -> None:
-    """Refuse the task splits a resolved launch config names unless each has `columns` and rows.
+def check_task_splits(config: dict, columns: dict[str, str], remedy: str, flags: dict[str, str] | None = None) -> None:
+    """Refuse the task splits a resolved launch config names unless each exists and has `columns` and rows.
 
     A taskset reads `<path>/<split>.parquet`, and its selector's feature keys
-    must be number columns there too. With `missing_ok`, splits that are not
-    on this machine are passed over: a dry run may check a config meant for
-    another machine. `remedy` (how to make good data) ends every message.
+    must be number columns there too. `flags` (role "train" or "eval" -> the
+    flag that sets its folder) and `remedy` (how to make good data) end every
+    message, so that it says how to fix the input.
     """
+    flags = flags or {}
     explorer_input = config["buffer"]["explorer_input"]
-    for taskset in [explorer_input["taskset"], *explorer_input.get("eval_tasksets", [])]:
-        path = Path(taskset["path"]) / f"{taskset.get('split', 'train')}.parquet"
-        if missing_ok and not path.exists():
-            continue
-        features = taskset.get("data_selector", {}).get("feature_keys", [])
+    roles = [("train", explorer_input["taskset"])] + [("eval", t) for t in explorer_input.get("eval_tasksets") or []]
+    for role, taskset in roles:
+        folder, split = Path(taskset["path"]), taskset.get("split", "train")
+        name = f" {taskset['name']}" if taskset.get("name") else ""
+        how = f"{'the training' if role == 'train' else 'an eval'} taskset{name}, split {split!r}" + \
+            (f"; {flags[role]} sets its folder" if role in flags else "")
+        if not folder.is_dir():
+            raise InputError(f"{folder}: no such folder ({how}); {remedy}")
+        path = folder / f"{split}.parquet"
+        if not path.exists():
+            raise InputError(f"{path}: no such file ({how}); {remedy}")
+        selector = taskset.get("data_selector") or taskset.get("task_selector") or {}  # Trinity reads both names
+        features = selector.get("feature_keys") or []
         try:
             open_split(path, {**columns, **dict.fromkeys(features, "number")})
         except InputError as exc:

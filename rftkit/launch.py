@@ -3,16 +3,19 @@
 This file holds the flags and the launch itself, which reads top to bottom; each step's details
 live in a room of their own. A launch goes:
 
-1. read the example's YAML, apply the command-line overrides, make relative
-   paths absolute (Ray workers do not share our working directory): `rftkit.overrides`;
-2. size the run to the GPUs: cluster shape, and as many rollout engines as
-   half the GPUs hold (the trainer gets the rest); on a single GPU, one engine
-   and the trainer share it (Trinity's `colocate` mode, `rftkit.trainer.colocate`): `rftkit.cluster`;
-3. `--dry-run`: check the data splits that exist here, convert the config
-   exactly as tune() does (agentscope's conversion, then Trinity's
-   `check_and_update`) and print a summary: no Ray, no GPU (`rftkit.trinity_config`);
-4. otherwise: refuse at once without a CUDA GPU, validate as in 3, prepare
-   and check the data, check that the configured attention implementation can
+1. read the example's YAML as Trinity does (`${oc.env:...}` resolved), point its tasksets at the
+   data flags' folders, apply the command-line overrides, make relative paths absolute (Ray
+   workers do not share our working directory): `rftkit.overrides`;
+2. size the run to the GPUs: cluster shape, the config's rollout engines where they leave the
+   trainer a GPU (else half the GPUs), a sequence-parallel size the trainer's GPUs hold; on a
+   single GPU, one engine and the trainer share it (Trinity's `colocate` mode,
+   `rftkit.trainer.colocate`): `rftkit.cluster`, which lists what it changed;
+3. check the data splits the config names (missing or bad data stops a dry run too);
+4. `--dry-run`: convert the config exactly as tune() does (agentscope's conversion, then
+   Trinity's `check_and_update`) and print a summary with what step 2 changed: no Ray, no GPU
+   (`rftkit.trinity_config`);
+5. otherwise: refuse at once without a CUDA GPU, validate as in 4,
+   check that the configured attention implementation can
    be loaded (`rftkit.trainer.attention`), put an explorer that got ahead of the
    trainer's last checkpoint back to it when the run resumes (`rftkit.run_state`),
    make sure a Ray cluster is running (start
@@ -34,12 +37,12 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 from rftkit import cluster, run_state, supervise
 from rftkit.trainer import attention
 from rftkit.inputs import InputError
-from rftkit.overrides import load_yaml, parse_override, resolve_config, write_yaml
+from rftkit.overrides import apply_overrides, load_yaml, parse_override, resolve_config, write_yaml
 from rftkit.trinity_config import summarize, validate
 
 NO_GPU_MESSAGE = """\
@@ -96,22 +99,21 @@ def check_attention(config: dict, config_name: str) -> None:
 
 
 def launch(args: argparse.Namespace, workflow_func: Callable, judge_func: Callable | None = None,
-           overrides: dict[str, Any] | None = None,
-           prepare: Callable[[dict, bool], None] | None = None) -> int:
+           data: dict[str, str | None] | None = None,
+           check_data: Callable[[dict], None] | None = None) -> int:
     """Dry-run or train, as `args` say; returns the process exit code.
 
-    `prepare(config, dry_run)` gets the resolved YAML mapping (overrides
-    applied, paths absolute) to check the data it names; before a real launch
-    it may also make missing data. Bad input ends the program with an
-    InputError before anything is written or started.
+    `data` maps a taskset role ("train", "eval") to the folder the entry point's flags give, None to keep
+    the config's (`rftkit.overrides.place_data`). `check_data(config)` gets the resolved YAML mapping
+    (overrides applied, paths absolute) and refuses the data it names if it is missing or bad, in a dry
+    run too. Bad input ends the program with an InputError before anything is written or started.
     """
     for flag in ("gpus", "nodes", "engines"):
         if getattr(args, flag) is not None and getattr(args, flag) < 1:
             raise InputError(f"--{flag} must be at least 1, got {getattr(args, flag)}")
     raw = load_yaml(args.config)
-    # Later entries win: the path flags, then the attention, then each --set in order.
-    overrides = {"model.model_path": args.model_path, "checkpoint_root_dir": args.checkpoint_dir,
-                 **(overrides or {})}
+    # Later entries win: the data flags (placed first), the path flags, then the attention, then each --set.
+    overrides = {"model.model_path": args.model_path, "checkpoint_root_dir": args.checkpoint_dir}
     overrides = {key: value for key, value in overrides.items() if value is not None}
     attention_overrides, attention_reason = attention.choose(args.attn, raw, dict(args.set_values))
     overrides.update(attention_overrides)
@@ -126,17 +128,22 @@ def launch(args: argparse.Namespace, workflow_func: Callable, judge_func: Callab
     if gpus == 0:  # a dry run on a machine without GPUs
         gpus = cluster.DRY_RUN_GPUS
         print(f"no GPU detected: planning for {nodes} node(s) x {gpus} GPUs (set --gpus to change)")
-    tensor_parallel = int(raw.get("explorer", {}).get("rollout_model", {}).get("tensor_parallel_size", 1))
+    config = apply_overrides(raw, overrides, data)
+    rollout = (config.get("explorer") or {}).get("rollout_model") or {}
     try:
-        plan = cluster.plan_cluster(nodes, gpus, tensor_parallel, args.engines)
+        plan = cluster.plan_cluster(nodes, gpus, int(rollout.get("tensor_parallel_size", 1)), args.engines,
+                                    configured=rollout.get("engine_num"))
     except ValueError as exc:
         raise InputError(str(exc)) from None
-    config = resolve_config(raw, overrides, plan, args.config)
+    adapted: list[str] = []
+    config = resolve_config(config, {}, plan, args.config, notes=adapted)
+    adapted_lines = "".join(f"\n  {line}" for line in adapted)
+    if check_data is not None:
+        check_data(config)
 
     if args.dry_run:
-        if prepare is not None:
-            prepare(config, True)
         print(summarize(validate(config, workflow_func, judge_func, args.config), attention_reason))
+        print(f"adapted to this machine: {adapted_lines or 'nothing'}")
         if gpus_detected == 0:
             print("(Trinity's NO GPU DETECTED notice above only means it could not estimate GPU memory here.)")
         print("dry run: the config is valid; nothing was launched")
@@ -145,9 +152,9 @@ def launch(args: argparse.Namespace, workflow_func: Callable, judge_func: Callab
     # The config tune() will build from the file written below: its Ray namespace, log folder and step
     # targets. Validated first, so that a setting Trinity rejects leaves nothing written.
     trinity_config = validate(config, workflow_func, judge_func, args.config)
-    if prepare is not None:
-        prepare(config, False)
     check_attention(config, args.config)
+    if adapted:
+        print(f"adapted to this machine: {adapted_lines}", flush=True)
     print(f"trainer attention: {attention.describe(config)} ({attention_reason})", flush=True)
     resume = run_state.rewind(trinity_config.checkpoint_job_dir, trinity_config.explorer.name)
     if resume.message:

@@ -4,6 +4,11 @@
 `resolve_config`: the mapping tune() will load, with the overrides and the cluster plan
 (`rftkit.cluster`) applied and every path made absolute, since Ray workers do not share our
 working directory.
+
+YAML is read as Trinity-RFT reads it, with OmegaConf: `1e-6` is a number (plain YAML 1.1 makes it
+a string), and `${oc.env:VAR,default}` takes the variable's value, or the default where it is
+unset. Interpolations are resolved when the file (or a `--set` value) is read, so every value
+the launcher reads or rewrites, and the file tune() gets, holds plain values.
 """
 
 from __future__ import annotations
@@ -15,6 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from omegaconf import OmegaConf
+from omegaconf._utils import get_yaml_loader  # the YAML loader of OmegaConf.load(), which Trinity uses
+from omegaconf.errors import OmegaConfBaseException
 
 from rftkit import cluster
 from rftkit.files import atomic_paths, check_writable
@@ -25,29 +33,56 @@ from rftkit.inputs import InputError
 HUB_ID = re.compile(r"[^/]+(/[^/]+)?")
 
 
+def read_yaml(text: str) -> Any:
+    """YAML text as OmegaConf reads it (1e-6 is a number), interpolations not yet resolved."""
+    return yaml.load(text, Loader=get_yaml_loader())
+
+
+def resolve_interpolations(value: Any, where: str) -> Any:
+    """`value` (a mapping, a list or a scalar) with every `${...}` in it resolved as OmegaConf resolves it."""
+    if isinstance(value, str):
+        return resolve_interpolations([value], where)[0]
+    if not isinstance(value, (dict, list)):
+        return value
+    try:
+        return OmegaConf.to_container(OmegaConf.create(value), resolve=True)
+    except OmegaConfBaseException as exc:
+        key = getattr(exc, "full_key", None) if isinstance(value, dict) else None
+        problem = str(exc).splitlines()[0].removeprefix("KeyError raised while resolving interpolation: ").strip('"')
+        raise InputError(f"{where}{f': {key}' if key else ''}: {problem}") from None
+
+
 def parse_override(text: str) -> tuple[str, Any]:
-    """ "a.b=1" -> ("a.b", 1); the value is parsed as YAML, so numbers, booleans and lists keep their type."""
+    """ "a.b=1" -> ("a.b", 1); the value is read as the YAML file is, so numbers, booleans and lists keep
+    their type and `${oc.env:VAR,default}` is resolved."""
     key, sep, value = text.partition("=")
     if not sep or not key.strip():
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
     try:
-        return key.strip(), yaml.safe_load(value)
+        return key.strip(), resolve_interpolations(read_yaml(value), f"--set {key.strip()}")
     except yaml.YAMLError as exc:
         raise argparse.ArgumentTypeError(f"{key}: the value {value!r} is not valid YAML ({exc})") from None
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def set_key(config: dict, dotted: str, value: Any) -> None:
-    """Set `config["a"]["b"][0]["c"]` from "a.b.0.c", creating missing mappings."""
+    """Set `config["a"]["b"][0]["c"]` from "a.b.0.c", creating missing mappings (never a list or its items)."""
     *parents, last = dotted.split(".")
     node = config
     try:
-        for key in parents:
-            node = node[int(key)] if isinstance(node, list) else node.setdefault(key, {})
+        for key, child in zip(parents, [*parents[1:], last]):
+            if isinstance(node, list):
+                node = node[int(key)]
+            elif child.isdigit():  # `key` must hold a list already: an item of one is never made here
+                node = node[key]
+            else:
+                node = node.setdefault(key, {})
         if isinstance(node, list):
             node[int(last)] = value
         else:
             node[last] = value
-    except (ValueError, IndexError, AttributeError, TypeError):
+    except (ValueError, IndexError, KeyError, AttributeError, TypeError):
         raise InputError(f"cannot set {dotted}: the config has no such place") from None
 
 
@@ -74,9 +109,9 @@ def absolute(path: str, maybe_hub_id: bool = False) -> str:
 
 
 def load_yaml(path: str | Path) -> dict:
-    """The YAML mapping at `path`, or exit with a message naming the flag."""
+    """The YAML mapping at `path`, interpolations resolved, or exit with a message naming the flag."""
     try:
-        config = yaml.safe_load(Path(path).read_text())
+        config = read_yaml(Path(path).read_text())
     except FileNotFoundError:
         raise InputError(f"--config {path}: no such file") from None
     except (OSError, UnicodeDecodeError) as exc:  # a folder, an unreadable or a binary file
@@ -87,7 +122,7 @@ def load_yaml(path: str | Path) -> dict:
         raise InputError(f"--config {path}: not valid YAML{where} ({getattr(exc, 'problem', None) or exc})") from None
     if not isinstance(config, dict):
         raise InputError(f"--config {path}: expected a YAML mapping of Trinity-RFT settings")
-    return config
+    return resolve_interpolations(config, f"--config {path}")
 
 
 # The reference model only runs forward passes, in bf16 under FSDP's mixed precision. Trinity 0.6 keeps
@@ -98,16 +133,53 @@ REF_DTYPE_KEY = "trainer.trainer_config.ref.fsdp_config.model_dtype"
 REF_DTYPE = "bfloat16"
 
 
-def resolve_config(config: dict, overrides: dict[str, Any], plan: dict,
-                   config_file: str = "the config") -> dict:
-    """The YAML mapping tune() will load: overrides and cluster plan applied, paths absolute.
+def place_data(config: dict, data: dict[str, str | None]) -> None:
+    """Point the config's tasksets at the folders the entry point's flags name (`data`: role -> folder).
 
-    A local model folder that does not exist, or a checkpoint folder that
-    cannot be written, is refused here, before anything starts.
+    "train" sets the training taskset's folder, and makes the taskset (split train) where the config
+    has none, as tune() does for a dataset given in code; "eval" sets every eval taskset's folder.
     """
+    explorer_input = config.setdefault("buffer", {}).setdefault("explorer_input", {})
+    if data.get("train") is not None:
+        explorer_input.setdefault("taskset", {"name": "train_taskset", "split": "train"})["path"] = data["train"]
+    if data.get("eval") is not None:
+        for taskset in explorer_input.get("eval_tasksets") or []:
+            taskset["path"] = data["eval"]
+
+
+def apply_overrides(config: dict, overrides: dict[str, Any], data: dict[str, str | None] | None = None) -> dict:
+    """A copy of `config` with the data folders placed (`place_data`), then each override set in order."""
     config = copy.deepcopy(config)
+    place_data(config, data or {})
     for dotted, value in overrides.items():
         set_key(config, dotted, value)
+    return config
+
+
+def tasksets(config: dict, config_file: str) -> list[tuple[dict, str]]:
+    """(taskset, its dotted key) for the training taskset and each eval taskset, or exit naming the one at fault."""
+    get_key(config, "buffer.explorer_input.taskset.path", config_file)  # eval tasksets are optional
+    explorer_input = config["buffer"]["explorer_input"]
+    found = [(explorer_input["taskset"], "buffer.explorer_input.taskset")]
+    evals = explorer_input.get("eval_tasksets") or []
+    if not isinstance(evals, list):
+        raise InputError(f"{config_file}: buffer.explorer_input.eval_tasksets: expected a list of tasksets")
+    found += [(taskset, f"buffer.explorer_input.eval_tasksets.{i}") for i, taskset in enumerate(evals)]
+    for taskset, key in found:
+        if not isinstance(taskset, dict) or not isinstance(taskset.get("path"), str):
+            raise InputError(f"{config_file}: {key}: expected a taskset with a path (a folder)")
+    return found
+
+
+def resolve_config(config: dict, overrides: dict[str, Any], plan: dict, config_file: str = "the config",
+                   data: dict[str, str | None] | None = None, notes: list[str] | None = None) -> dict:
+    """The YAML mapping tune() will load: data folders, overrides and cluster plan applied, paths absolute.
+
+    A local model folder that does not exist, or a checkpoint folder that
+    cannot be written, is refused here, before anything starts. What the
+    plan changed in the config, with the reason, is added to `notes`.
+    """
+    config = apply_overrides(config, overrides, data)
     try:
         get_key(config, REF_DTYPE_KEY, config_file)
     except InputError:
@@ -119,12 +191,11 @@ def resolve_config(config: dict, overrides: dict[str, Any], plan: dict,
         raise InputError(f"model.model_path (--model-path) {model_path}: no such folder "
                          f"(expected a local model folder or a hub id such as Qwen/Qwen3-0.6B)")
     config["model"]["model_path"] = model_path
-    get_key(config, "buffer.explorer_input.taskset.path", config_file)  # eval tasksets are optional
-    explorer_input = config["buffer"]["explorer_input"]
-    for taskset in [explorer_input["taskset"], *explorer_input.get("eval_tasksets", [])]:
+    for taskset, _ in tasksets(config, config_file):
         taskset["path"] = absolute(taskset["path"])
-    set_key(config, "explorer.rollout_model.engine_num", plan["engine_num"])
-    cluster.apply_plan(config, plan)
+    changes = cluster.apply_plan(config, plan)
+    if notes is not None:
+        notes.extend(changes)
     return config
 
 

@@ -91,12 +91,14 @@ def summarize(config, attention_reason: str = "") -> str:
         f"experiment      {config.project}/{config.name} (mode {config.mode})",
         f"model           {config.model.model_path}",
         f"  lengths       max_model_len {config.model.max_model_len}, "
-        f"prompt {config.model.max_prompt_tokens}, response {config.model.max_response_tokens}",
+        f"prompt {config.model.max_prompt_tokens}, response {config.model.max_response_tokens}; "
+        f"temperature {config.model.temperature}",
         f"algorithm       {config.algorithm.algorithm_type}: group {config.algorithm.repeat_times}, "
         f"batch {config.buffer.batch_size} tasks ({config.buffer.train_batch_size} experiences), "
         f"lr {config.algorithm.optimizer.lr}",
         f"  advantage     {config.algorithm.advantage_fn} {config.algorithm.advantage_fn_args}",
-        f"  policy loss   {config.algorithm.policy_loss_fn}",
+        f"  policy loss   {config.algorithm.policy_loss_fn}; KL loss {config.algorithm.kl_loss_fn} "
+        f"{config.algorithm.kl_loss_fn_args}; grad clip {config.trainer.grad_clip}",
     ]
     for taskset in explorer_input.tasksets:
         selector = taskset.data_selector
@@ -111,6 +113,10 @@ def summarize(config, attention_reason: str = "") -> str:
         lines.append(f"eval taskset    {taskset.name}: {taskset.path} [{taskset.split}], "
                      f"{taskset.repeat_times} rollout(s) per task, every {config.explorer.eval_interval} steps"
                      + (" and before the first" if config.explorer.eval_on_startup else ""))
+    replay = config.buffer.trainer_input.experience_buffer.replay_buffer
+    lines.append(f"experiences     {config.buffer.trainer_input.experience_buffer.storage_type}, "
+                 + (f"replayed with {replay.priority_fn} priority {replay.priority_fn_args}" if replay.enable
+                    else "each read once"))
     operators = [op.name for op in config.data_processor.experience_pipeline.operators] \
         if config.data_processor.experience_pipeline else []
     lines += [
@@ -122,6 +128,7 @@ def summarize(config, attention_reason: str = "") -> str:
            if config.mode == "colocate" else ""),
         "micro-batches   " + (f"dynamic, up to {config.trainer.max_token_len_per_gpu} tokens per GPU"
                                  if config.trainer.use_dynamic_bsz else "fixed size")
+        + f", Ulysses sequence parallel {config.trainer.ulysses_sequence_parallel_size}"
         # without padding removal every row is padded to the micro-batch's longest: more than the budget
         + ("" if config.trainer.use_remove_padding else ", each row padded to the micro-batch's longest"),
         f"rollout         openai api {rollout.enable_openai_api}, history {rollout.enable_history}, "

@@ -9,6 +9,7 @@ import sys
 import pyarrow.parquet as pq
 
 from frozenlake.data import DEFAULT_DIR, write_dataset
+from frozenlake.env import ENV_MAX_STEPS
 from rftkit.cli import HelpFormatter
 from rftkit.files import check_writable
 from rftkit.inputs import reports_input_errors
@@ -24,8 +25,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--test_size", "--test-size", type=int, default=100, help="maps in the test split")
     parser.add_argument("--local_dir", "--local-dir", default=DEFAULT_DIR, help="output folder (default: %(default)s)")
     parser.add_argument("--seed", type=int, default=42, help="the same seed and flags give identical files")
-    parser.add_argument("--env_max_steps", "--env-max-steps", type=int, default=8,
-                        help="keep maps solvable in this many moves")
+    parser.add_argument("--env_max_steps", "--env-max-steps", type=int, default=ENV_MAX_STEPS,
+                        help="keep maps solvable in this many moves (an episode allows 10)")
     args = parser.parse_args(argv)
     check_writable(args.local_dir, "--local_dir")  # before the maps, which take a while
     try:

@@ -16,6 +16,27 @@ def frozenlake_data(tmp_path_factory):
     return out
 
 
+@pytest.fixture(scope="session")
+def sample_work(tmp_path_factory):
+    """A work folder holding both examples' small data, made once by runkit.sample_data.make_data through the
+    project's data scripts (the data the GPU smoke trains on)."""
+    from runkit.sample_data import make_data
+
+    work = tmp_path_factory.mktemp("sample")
+    make_data(work)
+    return work
+
+
+def copy_sample_data(sample_work: Path, work: Path, only: str | None = None) -> Path:
+    """The sample data (or its `only` subfolder, e.g. "frozenlake") copied into `work`: where a test's launch
+    command looks for it, since every launch refuses missing data, dry runs too."""
+    import shutil
+
+    source = sample_work / "data" / (only or "")
+    shutil.copytree(source, work if only else work / "data", dirs_exist_ok=True)
+    return work
+
+
 def dry_run(command: list[str], gpus: int = 2, env: dict | None = None) -> str:
     """A launch command, as the GPU scripts build it, run with --dry-run in a subprocess: its stdout, after exit 0."""
     result = subprocess.run([*command, "--dry-run", "--gpus", str(gpus)], cwd=REPO, capture_output=True, text=True,

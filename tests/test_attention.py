@@ -102,36 +102,39 @@ def test_launch_stops_before_ray_when_flash_attention_is_chosen_but_missing(tmp_
     assert "--attn varlen" in message
 
 
-def dry_run_summary(tmp_path, capsys, *flags) -> str:
+def dry_run_summary(data, tmp_path, capsys, *flags) -> str:
     from frozenlake import main as frozenlake_main
 
-    code = frozenlake_main.main(["--dry-run", "--gpus", "2", "--checkpoint-dir", str(tmp_path), *flags])
+    code = frozenlake_main.main(["--dry-run", "--gpus", "2", "--checkpoint-dir", str(tmp_path),
+                                 "--data-dir", str(data), *flags])
     assert code == 0
     return capsys.readouterr().out
 
 
-def test_attn_flag_and_set_overrides_reach_the_validated_config(tmp_path, capsys):
-    out = dry_run_summary(tmp_path, capsys, "--attn", "sdpa", "--set", "buffer.batch_size=4",
+def test_attn_flag_and_set_overrides_reach_the_validated_config(frozenlake_data, tmp_path, capsys):
+    out = dry_run_summary(frozenlake_data, tmp_path, capsys, "--attn", "sdpa", "--set", "buffer.batch_size=4",
                           "--set", "algorithm.repeat_times=2", "--set", "explorer.rollout_model.enforce_eager=true")
     assert "attention       sdpa, padding removal False, log-probs by blocks (rftkit.trainer.logprobs)" in out
     assert "chosen by     --attn sdpa" in out
-    assert "up to 16384 tokens per GPU, each row padded to the micro-batch's longest" in out
-    assert "group 2, batch 4 tasks (8 experiences)" in out
+    assert "up to 25600 tokens per GPU, Ulysses sequence parallel 1, each row padded to the micro-batch's longest" \
+        in out
+    assert "group 2, batch 4 tasks (1024 experiences)" in out  # the config sets the train batch itself
 
 
-def test_without_flash_attn_the_default_launch_trains_packed_on_torch_varlen_kernels(tmp_path, capsys):
-    out = dry_run_summary(tmp_path, capsys)
+def test_without_flash_attn_the_default_launch_trains_packed_on_torch_varlen_kernels(frozenlake_data, tmp_path, capsys):
+    out = dry_run_summary(frozenlake_data, tmp_path, capsys)
     assert (f"attention       {packed_attention.NAME} (torch varlen kernels, packed micro-batches), padding removal "
             "True, log-probs in blocks (rftkit.trainer.logprobs)") in out
     assert "chosen by     auto: no flash-attn here (ModuleNotFoundError" in out
-    assert "up to 16384 tokens per GPU\n" in out  # no padding to the longest row
+    assert "up to 25600 tokens per GPU, Ulysses sequence parallel 1\n" in out  # no padding to the longest row
 
 
-def test_an_attention_set_in_the_yaml_is_kept_unless_attn_is_given(tmp_path, capsys):
-    out = dry_run_summary(tmp_path, capsys, "--set", f"{attention.ATTN_KEY}=eager",
+def test_an_attention_set_in_the_yaml_is_kept_unless_attn_is_given(frozenlake_data, tmp_path, capsys):
+    out = dry_run_summary(frozenlake_data, tmp_path, capsys, "--set", f"{attention.ATTN_KEY}=eager",
                           "--set", "trainer.use_remove_padding=false")
     assert "attention       eager, padding removal False" in out and "chosen by     set in the config" in out
-    out = dry_run_summary(tmp_path, capsys, "--attn", "auto", "--set", "trainer.use_remove_padding=false")
+    out = dry_run_summary(frozenlake_data, tmp_path, capsys, "--attn", "auto",
+                          "--set", "trainer.use_remove_padding=false")
     assert f"attention       {packed_attention.NAME}" in out and "padding removal False" in out  # --set comes last
 
 

@@ -47,8 +47,11 @@ def no_rows(columns):
     return {name: pa.array([], type=pa.array(values).type) for name, values in columns.items()}
 
 
-FROZENLAKE_MAIN = ["frozenlake/main.py", "--dry-run", "--gpus", "2"]
-MATH_MAIN = ["math_bots/main.py", "--dry-run", "--gpus", "2"]
+# Good data in every scratch folder (good_data), so that each case fails on its own bad input; a case's
+# own --data-dir, --train-dir or --eval-dir comes later and wins.
+FROZENLAKE_MAIN = ["frozenlake/main.py", "--dry-run", "--gpus", "2", "--data-dir", "{tmp}/fl"]
+MATH_MAIN = ["math_bots/main.py", "--dry-run", "--gpus", "2",
+             "--train-dir", "{tmp}/m/train", "--eval-dir", "{tmp}/m/aime"]
 EVALUATE = ["scripts/evaluate.py", "--task", "frozenlake", "--model", "oracle", "--out", "{tmp}/out"]
 PREPARE_MATH = ["scripts/prepare_math_data.py", "--processed_data_dir", "{tmp}/train", "--aime_dir", "{tmp}/aime"]
 DIFFICULTY = str(REPO / "configs" / "frozenlake_difficulty.yaml")
@@ -62,6 +65,13 @@ CASES = [
      [*FROZENLAKE_MAIN, "--config", "{tmp}/c.yaml"], "error: --config {tmp}/c.yaml: expected a YAML mapping"),
     ("yaml-not-a-trinity-config", lambda t: text(t / "c.yaml", "name: x\n"),
      [*MATH_MAIN, "--config", "{tmp}/c.yaml"], "error: {tmp}/c.yaml: no key model.model_path"),
+    ("yaml-env-variable-unset", lambda t: text(t / "c.yaml", "model:\n  model_path: ${oc.env:RFTKIT_NO_SUCH_VAR}\n"),
+     [*FROZENLAKE_MAIN, "--config", "{tmp}/c.yaml"],
+     "error: --config {tmp}/c.yaml: model.model_path: Environment variable 'RFTKIT_NO_SUCH_VAR' not found"),
+    ("set-env-variable-unset", nothing, [*FROZENLAKE_MAIN, "--set", "name=${{oc.env:RFTKIT_NO_SUCH_VAR}}"],
+     "argument --set: --set name: Environment variable 'RFTKIT_NO_SUCH_VAR' not found"),
+    ("data-dir-missing", nothing, [*FROZENLAKE_MAIN, "--data-dir", "{tmp}/frozenlak"],
+     "error: {tmp}/frozenlak: no such folder (the training taskset frozenlake_train, split 'train'; --data-dir sets"),
     ("key-trinity-rejects", nothing, [*FROZENLAKE_MAIN, "--set", "model.max_model_lenn=3"],
      f"error: {REPO / 'configs' / 'frozenlake.yaml'}: Invalid configuration: Key 'max_model_lenn'"),
     ("value-trinity-rejects", nothing, [*MATH_MAIN, "--set", "algorithm.algorithm_type=no_such_algorithm"],
@@ -131,6 +141,13 @@ CASES = [
 ]
 
 
+def good_data(folder):
+    splits(folder / "fl", FROZENLAKE)
+    parquet(folder / "m" / "train" / "train.parquet",
+            {**MATH, "qwen2.5_7b_pass_rate": [0.5], "qwen3_30b_pass_rate": [0.9]})
+    parquet(folder / "m" / "aime" / "test.parquet", MATH)
+
+
 def snapshot(folder):
     """Every path below `folder` with its size and modification time: any write changes it."""
     return sorted((str(p.relative_to(folder)), p.stat().st_size, p.stat().st_mtime_ns) for p in folder.rglob("*"))
@@ -138,6 +155,7 @@ def snapshot(folder):
 
 @pytest.mark.parametrize("make,command,message", [case[1:] for case in CASES], ids=[case[0] for case in CASES])
 def test_bad_input_ends_with_a_message_and_writes_nothing(tmp_path, make, command, message):
+    good_data(tmp_path)
     make(tmp_path)
     before = snapshot(tmp_path)
     script, *flags = [part.format(tmp=tmp_path) for part in command]

@@ -21,8 +21,9 @@ from conftest import REPO, trinity_config_stub
 
 
 def test_one_gpu_is_planned_as_colocate_and_other_shapes_are_refused():
-    assert cluster.plan_cluster(1, 1, 1, None) == {"node_num": 1, "gpu_per_node": 1, "engine_num": 1,
-                                                  "mode": "colocate"}
+    plan = cluster.plan_cluster(1, 1, 1, None, configured=6)
+    assert {key: plan[key] for key in ("node_num", "gpu_per_node", "engine_num", "mode", "trainer_gpus")} == \
+        {"node_num": 1, "gpu_per_node": 1, "engine_num": 1, "mode": "colocate", "trainer_gpus": 1}
     assert cluster.plan_cluster(1, 1, 1, 1)["mode"] == "colocate"
     with pytest.raises(ValueError, match="one GPU holds one rollout engine"):
         cluster.plan_cluster(1, 1, 1, 2)
@@ -31,9 +32,10 @@ def test_one_gpu_is_planned_as_colocate_and_other_shapes_are_refused():
     assert cluster.plan_cluster(2, 1, 1, None)["mode"] == "both"  # two one-GPU nodes: one each
 
 
-def test_dry_run_on_one_gpu_validates_a_colocated_run(tmp_path, monkeypatch, capsys):
+def test_dry_run_on_one_gpu_validates_a_colocated_run(frozenlake_data, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5")  # the engine must go where the trainer goes
     code = frozenlake_main.main(["--dry-run", "--gpus", "1", "--attn", "sdpa", "--checkpoint-dir", str(tmp_path),
+                                 "--data-dir", str(frozenlake_data),
                                  "--set", "explorer.rollout_model.gpu_memory_utilization=0.2"])
     out = capsys.readouterr().out
     assert code == 0

@@ -82,13 +82,20 @@ def test_random_policy_scores_below_the_oracle(frozenlake_data):
     assert 0.0 < sum(rewards) / len(rewards) < 0.8
 
 
-def test_invalid_replies_use_up_the_budget():
-    model = ScriptedModel(["I am not sure."] * 8)
+def test_invalid_replies_use_up_the_budget_of_ten_moves_as_upstream():
+    model = ScriptedModel(["I am not sure."] * 10)
     out = asyncio.run(run_frozen_lake({"seed": 1, "size": 4, "p": 0.8}, model, {}))
-    assert out.reward == 0.0 and model.calls == 8
-    assert out.metrics == {"env_steps": 8.0, "env_done": 1.0, "success": 0.0,
-                           "invalid_actions": 8.0, "model_error": 0.0}
+    assert out.reward == 0.0 and model.calls == 10  # upstream's agent_max_steps
+    assert out.metrics == {"env_steps": 10.0, "env_done": 1.0, "success": 0.0,
+                           "invalid_actions": 10.0, "model_error": 0.0}
     assert "Episode ended: max_steps" in out.response.get_text_content()
+    assert "at most 10 moves" in model.prompts[0][0]["content"][0]["text"]
+
+
+def test_a_task_may_set_its_own_move_budget():
+    model = ScriptedModel(["I am not sure."] * 3)
+    out = asyncio.run(run_frozen_lake({"seed": 1, "size": 4, "p": 0.8, "agent_max_steps": 3}, model, {}))
+    assert model.calls == 3 and out.metrics["env_steps"] == 3.0 and out.metrics["env_done"] == 1.0
 
 
 def test_a_model_error_ends_the_episode_without_raising():
@@ -105,4 +112,4 @@ def test_each_move_is_asked_with_its_own_short_context():
     out = asyncio.run(run_frozen_lake({"desc": ["SFF", "FFF", "FFG"]}, model, {}))
     assert out.reward == 1.0 and out.metrics["env_steps"] == 4.0
     assert [[m["role"] for m in prompt] for prompt in model.prompts] == [["system", "user"]] * 4
-    assert "Move 4 of 8" in str(model.prompts[-1][-1]["content"])
+    assert "Move 4 of 10" in str(model.prompts[-1][-1]["content"])

@@ -14,7 +14,7 @@ from runkit.runs import last_checkpoint
 from runkit.serving import hf_from_gguf, model_folder
 from runkit.steps import Step
 
-from conftest import REPO, dry_run, write_scalars
+from conftest import REPO, copy_sample_data, dry_run, write_scalars
 
 
 def test_a_gguf_becomes_an_hf_model_that_transformers_loads_and_chats_with(tmp_path):
@@ -38,28 +38,29 @@ def test_a_gguf_becomes_an_hf_model_that_transformers_loads_and_chats_with(tmp_p
     assert model_folder(Path(os.path.relpath(folder)), tmp_path / "unused") == folder
 
 
-def train_dry_run(args, tmp_path):
+def train_dry_run(args, tmp_path, sample_work):
     (tmp_path / "model").mkdir(exist_ok=True)
-    return dry_run(learning.train_command(tmp_path / "model", tmp_path / "data", tmp_path / "ckpt", args))
+    data = copy_sample_data(sample_work, tmp_path / "data", only="frozenlake")
+    return dry_run(learning.train_command(tmp_path / "model", data, tmp_path / "ckpt", args))
 
 
-def test_the_training_launch_passes_trinitys_checker(tmp_path):
+def test_the_training_launch_passes_trinitys_checker(sample_work, tmp_path):
     args = argparse.Namespace(steps=40, minutes=None, batch=8, group=8, lr=2e-6, set=["explorer.runner_per_model=8"],
                               attn=None)
-    out = train_dry_run(args, tmp_path)
-    assert "group 8, batch 8 tasks (64 experiences), lr 2e-06" in out
+    out = train_dry_run(args, tmp_path, sample_work)
+    assert "group 8, batch 8 tasks (1024 experiences), lr 2e-06" in out  # the config's train batch
     assert "runners/engine 8" in out and "every 40 steps" in out
     # the script evaluates before and after itself: Trinity's step-0 pass would only cost time
     assert "rollout(s) per task, every 1000000 steps\n" in out
 
 
-def test_a_timed_launch_keeps_recent_checkpoints_with_hf_weights(tmp_path):
+def test_a_timed_launch_keeps_recent_checkpoints_with_hf_weights(sample_work, tmp_path):
     args = argparse.Namespace(steps=None, minutes=12, save_every=10, batch=8, group=8, lr=1e-6, set=[], attn=None)
     command = learning.train_command(tmp_path / "model", tmp_path / "data", tmp_path / "ckpt", args)
     assert not any("buffer.total_steps" in part for part in command)  # the time budget decides
     assert {"--set=trainer.save_interval=10", '--set=trainer.save_hf_checkpoint="always"',
             "--set=trainer.max_checkpoints_to_keep=2"} <= set(command)
-    assert "every 10 steps" in train_dry_run(args, tmp_path)
+    assert "every 10 steps" in train_dry_run(args, tmp_path, sample_work)
 
 
 def test_the_last_checkpoint_is_the_highest_step(tmp_path):

@@ -4,7 +4,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from frozenlake.env import FrozenLakeEnv
+from frozenlake.env import AGENT_MAX_STEPS, FrozenLakeEnv
 from frozenlake.maps import ACTIONS, generate_map, shortest_path_length
 from frozenlake.reference import STRONG, WEAK, pass_rate, policy_table, reference_pass_rates, transitions
 
@@ -57,10 +57,10 @@ def test_a_noiseless_oracle_always_succeeds_within_the_budget():
             assert pass_rate(model, probs, max_steps=length - 1) == 0.0
 
 
-def test_dataset_carries_both_features(frozenlake_data):
+def test_dataset_carries_both_features_for_an_episodes_moves(frozenlake_data):
     rows = pq.read_table(frozenlake_data / "train.parquet").to_pylist()[:50]
     for row in rows:
-        expected = reference_pass_rates(generate_map(row["size"], row["p"], row["seed"]), row["env_max_steps"])
+        expected = reference_pass_rates(generate_map(row["size"], row["p"], row["seed"]), AGENT_MAX_STEPS)
         assert row[WEAK] == pytest.approx(expected[WEAK]) and row[STRONG] == pytest.approx(expected[STRONG])
         assert 0.0 < row[WEAK] <= 1.0 and 0.0 < row[STRONG] <= 1.0  # every kept map is solvable
     assert np.mean([r[STRONG] for r in rows]) > np.mean([r[WEAK] for r in rows])

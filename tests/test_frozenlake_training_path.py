@@ -40,41 +40,87 @@ def test_episode_inside_the_tuner_adapter_yields_rewarded_experiences():
 def test_failed_episode_inside_the_adapter_yields_zero_reward():
     with FakeVLLMServer(lambda body: "I refuse to move.") as server:
         experiences = asyncio.run(run_in_adapter(run_frozen_lake, {"seed": 3, "size": 6, "p": 0.7}, server.url))
-    assert len(experiences) == 8 and all(e.reward == 0.0 for e in experiences)
-    assert experiences[-1].metrics["invalid_actions"] == 8.0
+    assert len(experiences) == 10 and all(e.reward == 0.0 for e in experiences)
+    assert experiences[-1].metrics["invalid_actions"] == 10.0
 
 
-def test_dry_run_validates_the_shipped_config(tmp_path, capsys):
+def test_dry_run_validates_the_shipped_config_and_names_what_the_machine_changed(frozenlake_data, tmp_path, capsys):
     code = frozenlake_main.main(["--dry-run", "--gpus", "2", "--checkpoint-dir", str(tmp_path / "ckpt"),
-                                 "--data-dir", str(tmp_path / "data")])
+                                 "--data-dir", str(frozenlake_data)])
     out = capsys.readouterr().out
     assert code == 0
-    assert "multi_step_grpo: group 16, batch 32 tasks (512 experiences), lr 1e-06" in out
+    assert "multi_step_grpo: group 16, batch 32 tasks (1024 experiences), lr 1e-06" in out
     assert "Qwen/Qwen2.5-3B-Instruct" in out
     assert "1 node(s) x 2 GPU(s): 1 rollout engine(s) x 1 GPU, trainer 1 GPU(s)" in out
-    assert f"{tmp_path / 'data'} [train]" in out and f"{tmp_path / 'data'} [test]" in out
+    assert f"{frozenlake_data} [train]" in out and f"{frozenlake_data} [test]" in out
     assert "frozenlake.workflow.run_frozen_lake" in out
+    adapted = out[out.index("adapted to this machine:"):]
+    assert "explorer.rollout_model.engine_num: 6 -> 1 (the config's 6 engine(s) x 1 GPU leave the trainer none " \
+           "of the 2 GPUs: half of them)" in adapted
+    assert "trainer.ulysses_sequence_parallel_size: 2 -> 1 (the trainer has 1 GPU(s)" in adapted
     assert not (tmp_path / "ckpt").exists(), "a dry run must not create the checkpoint folder"
-    assert not (tmp_path / "data").exists(), "a dry run must not generate data"
 
 
-def test_dry_run_surfaces_trinity_validation_errors(tmp_path, capsys):
-    config = yaml.safe_load((REPO / "configs" / "frozenlake.yaml").read_text())
+def test_on_eight_gpus_the_dry_run_keeps_upstreams_layout(frozenlake_data, tmp_path, capsys):
+    assert frozenlake_main.main(["--dry-run", "--gpus", "8", "--checkpoint-dir", str(tmp_path),
+                                 "--data-dir", str(frozenlake_data)]) == 0
+    out = capsys.readouterr().out
+    assert "1 node(s) x 8 GPU(s): 6 rollout engine(s) x 1 GPU, trainer 2 GPU(s)" in out
+    assert "Ulysses sequence parallel 2" in out and "adapted to this machine: nothing" in out
+
+
+@pytest.mark.parametrize("folder", ["missing", "empty"])
+def test_a_dry_run_without_the_data_fails_naming_the_flag(folder, tmp_path, capsys):
+    data = tmp_path / "frozenlak"  # a typo'd folder
+    if folder == "empty":
+        data.mkdir()
+    with pytest.raises(SystemExit) as stop:
+        frozenlake_main.main(["--dry-run", "--checkpoint-dir", str(tmp_path / "ckpt"), "--data-dir", str(data)])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    where = f"{data}: no such folder" if folder == "missing" else f"{data / 'train.parquet'}: no such file"
+    assert err.startswith(f"error: {where} (the training taskset frozenlake_train, split 'train'; "
+                          f"--data-dir sets its folder)")
+    assert "scripts/get_frozenlake_data.py" in err and err.count("\n") == 1
+    assert not (tmp_path / "ckpt").exists() and (folder == "empty") == data.exists()
+
+
+def test_dry_run_surfaces_trinity_validation_errors(frozenlake_data, tmp_path, capsys):
+    config = load_yaml(REPO / "configs" / "frozenlake.yaml")
     config["model"]["max_prompt_tokens"] = 25000  # plus 2048 response tokens > max_model_len 25600
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump(config))
     with pytest.raises(SystemExit) as stop:
-        frozenlake_main.main(["--dry-run", "--config", str(bad), "--checkpoint-dir", str(tmp_path / "c")])
+        frozenlake_main.main(["--dry-run", "--config", str(bad), "--checkpoint-dir", str(tmp_path / "c"),
+                              "--data-dir", str(frozenlake_data)])
     assert stop.value.code == 2
     assert f"error: {bad}: " in capsys.readouterr().err and "max_model_len" in str(stop.value)
     assert not (tmp_path / "c").exists()
 
 
-@pytest.mark.parametrize("nodes,gpus,tp,engines,expected", [
-    (1, 2, 1, None, 1), (1, 8, 1, None, 4), (1, 8, 2, None, 2), (2, 8, 1, None, 8), (1, 8, 1, 6, 6)])
-def test_rollout_engines_are_sized_to_the_gpus(nodes, gpus, tp, engines, expected):
-    plan = cluster.plan_cluster(nodes, gpus, tp, engines)
-    assert plan == {"node_num": nodes, "gpu_per_node": gpus, "engine_num": expected, "mode": "both"}
+@pytest.mark.parametrize("nodes,gpus,tp,engines,configured,expected", [
+    (1, 2, 1, None, None, 1), (1, 8, 1, None, None, 4), (1, 8, 2, None, None, 2), (2, 8, 1, None, None, 8),
+    (1, 8, 1, 6, None, 6), (1, 8, 1, None, 6, 6), (1, 4, 1, None, 6, 2), (1, 8, 2, None, 4, 2),
+    (1, 8, 1, 3, 6, 3), (2, 8, 1, None, 6, 6)])
+def test_rollout_engines_are_the_configs_where_they_leave_the_trainer_a_gpu_else_half(
+        nodes, gpus, tp, engines, configured, expected):
+    plan = cluster.plan_cluster(nodes, gpus, tp, engines, configured=configured)
+    assert {key: plan[key] for key in ("node_num", "gpu_per_node", "engine_num", "mode")} == \
+        {"node_num": nodes, "gpu_per_node": gpus, "engine_num": expected, "mode": "both"}
+    assert plan["trainer_gpus"] == nodes * gpus - expected * tp
+    assert (plan["why"] is None) == (engines is None and configured == expected)
+
+
+@pytest.mark.parametrize("trainer_gpus,sequence_parallel,expected", [(2, 2, 2), (4, 2, 2), (1, 2, 1), (3, 2, 1),
+                                                                      (6, 4, 1), (8, 4, 4), (1, 1, 1)])
+def test_sequence_parallelism_is_kept_where_the_trainers_gpus_hold_whole_groups(trainer_gpus, sequence_parallel,
+                                                                                 expected):
+    config = {"trainer": {"ulysses_sequence_parallel_size": sequence_parallel}}
+    plan = {"node_num": 1, "gpu_per_node": trainer_gpus + 1, "engine_num": 1, "mode": "both",
+            "trainer_gpus": trainer_gpus, "why": None}
+    notes = cluster.apply_plan(config, plan)
+    assert config["trainer"]["ulysses_sequence_parallel_size"] == expected
+    assert len([n for n in notes if n.startswith("trainer.ulysses")]) == (expected != sequence_parallel)
 
 
 def test_a_plan_that_starves_the_trainer_is_refused():
@@ -87,7 +133,7 @@ def test_a_plan_that_starves_the_trainer_is_refused():
 def test_resolved_config_has_absolute_paths_and_keeps_hub_ids(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     raw = load_yaml(REPO / "configs" / "frozenlake.yaml")
-    plan = {"node_num": 1, "gpu_per_node": 4, "engine_num": 2, "mode": "both"}
+    plan = cluster.plan_cluster(1, 4, 1, None)
     config = resolve_config(raw, {"checkpoint_root_dir": "runs"}, plan)
     assert config["checkpoint_root_dir"] == str(tmp_path / "runs")
     assert config["buffer"]["explorer_input"]["taskset"]["path"] == str(tmp_path / "data" / "frozenlake")
@@ -95,6 +141,30 @@ def test_resolved_config_has_absolute_paths_and_keeps_hub_ids(tmp_path, monkeypa
     assert config["explorer"]["rollout_model"]["engine_num"] == 2
     assert config["cluster"] == {"node_num": 1, "gpu_per_node": 4}
     assert raw["checkpoint_root_dir"] == "./checkpoints", "the loaded YAML must not be modified"
+
+
+def test_upstreams_env_interpolations_resolve_with_the_variables_set_and_unset(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("TRINITY_CHECKPOINT_ROOT_DIR", raising=False)
+    monkeypatch.delenv("TRINITY_MODEL_PATH", raising=False)
+    unset = resolve_config(load_yaml(REPO / "configs" / "frozenlake.yaml"), {}, cluster.plan_cluster(1, 2, 1, None))
+    assert unset["checkpoint_root_dir"] == str(tmp_path / "checkpoints")
+    assert unset["model"]["model_path"] == "Qwen/Qwen2.5-3B-Instruct"
+    (tmp_path / "model").mkdir()
+    monkeypatch.setenv("TRINITY_CHECKPOINT_ROOT_DIR", "runs/here")
+    monkeypatch.setenv("TRINITY_MODEL_PATH", "./model")
+    given = resolve_config(load_yaml(REPO / "configs" / "frozenlake.yaml"), {}, cluster.plan_cluster(1, 2, 1, None))
+    assert given["checkpoint_root_dir"] == str(tmp_path / "runs" / "here")
+    assert given["model"]["model_path"] == str(tmp_path / "model")
+    assert "$" not in yaml.safe_dump(given) and not list(tmp_path.glob("*$*"))
+
+
+def test_numbers_read_as_trinity_reads_them():
+    """Plain YAML reads 1e-6 as a string; Trinity's OmegaConf as a number. An advantage argument stays untyped
+    in Trinity's config, so a string there would reach the advantage function."""
+    raw = load_yaml(REPO / "configs" / "frozenlake.yaml")
+    assert raw["algorithm"]["optimizer"]["lr"] == 1e-6
+    assert raw["algorithm"]["advantage_fn_args"] == {"epsilon": 1e-6, "std_threshold": 0.0001}
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")

@@ -13,7 +13,7 @@ import torch
 from runkit.sample_data import make_data
 from tests.gpu import smoke
 
-from conftest import REPO, dry_run, write_scalars
+from conftest import REPO, copy_sample_data, dry_run, write_scalars
 from test_engine_check import probe, runner_logs
 
 
@@ -47,9 +47,10 @@ def test_gpu_smoke_a_failed_run_ends_and_says_so(fault, tmp_path):
 
 
 @pytest.mark.parametrize("config", list(smoke.CONFIGS))
-def test_the_smoke_settings_pass_trinitys_checker(config, tmp_path):
+def test_the_smoke_settings_pass_trinitys_checker(config, sample_work, tmp_path):
     """The exact launch the smoke makes, as a dry run: every --set key exists and validates."""
     (tmp_path / "model").mkdir()
+    copy_sample_data(sample_work, tmp_path / "work")
     command = smoke.command_for(config, tmp_path / "work", tmp_path / "model", tmp_path / "ckpt")
     out = dry_run(command)
     assert f"group {smoke.GROUP}, batch {smoke.TASKS} tasks" in out
@@ -150,8 +151,9 @@ def test_without_a_gpu_the_smoke_refuses_with_a_message(tmp_path):
 
 
 @pytest.mark.parametrize("fault", list(smoke.FAULTS))
-def test_the_fault_runs_pass_trinitys_checker_with_the_fault_plugin(fault, tmp_path):
+def test_the_fault_runs_pass_trinitys_checker_with_the_fault_plugin(fault, sample_work, tmp_path):
     (tmp_path / "model").mkdir()
+    copy_sample_data(sample_work, tmp_path / "work")
     command = smoke.command_for("frozenlake.yaml", tmp_path / "work", tmp_path / "model", tmp_path / "ckpt", fault)
     env = {**os.environ, "TRINITY_PLUGIN_DIRS": str(smoke.FAULT_PLUGINS)}
     out = dry_run(command, env=env)
@@ -208,13 +210,17 @@ def test_the_fault_checks_catch_a_run_that_hangs_hides_or_lies(tmp_path, broken,
     assert failing in [c.name for c in result.checks if not c.ok]
 
 
-@pytest.mark.parametrize("gpus,plan", [
-    (4, "1 node(s) x 4 GPU(s): 2 rollout engine(s) x 1 GPU, trainer 2 GPU(s)"),
-    (8, "1 node(s) x 8 GPU(s): 4 rollout engine(s) x 1 GPU, trainer 4 GPU(s)"),
+@pytest.mark.parametrize("config,gpus,plan", [
+    ("frozenlake_difficulty.yaml", 4, "1 node(s) x 4 GPU(s): 2 rollout engine(s) x 1 GPU, trainer 2 GPU(s)"),
+    # upstream's FrozenLake layout
+    ("frozenlake_difficulty.yaml", 8, "1 node(s) x 8 GPU(s): 6 rollout engine(s) x 1 GPU, trainer 2 GPU(s)"),
+    ("config_difficulty.yaml", 4, "1 node(s) x 4 GPU(s): 2 rollout engine(s) x 1 GPU, trainer 2 GPU(s)"),
+    ("config_difficulty.yaml", 8, "1 node(s) x 8 GPU(s): 4 rollout engine(s) x 1 GPU, trainer 4 GPU(s)"),
 ])
-@pytest.mark.parametrize("config", ["frozenlake_difficulty.yaml", "config_difficulty.yaml"])
-def test_on_4_and_8_gpus_the_smoke_launch_plans_several_engines_and_a_sharded_trainer(config, gpus, plan, tmp_path):
+def test_on_4_and_8_gpus_the_smoke_launch_plans_several_engines_and_a_sharded_trainer(config, gpus, plan, sample_work,
+                                                                                     tmp_path):
     """What the smoke will run on a 4- or 8-GPU machine (it takes the GPU count from the machine)."""
     (tmp_path / "model").mkdir()
+    copy_sample_data(sample_work, tmp_path / "work")
     command = smoke.command_for(config, tmp_path / "work", tmp_path / "model", tmp_path / "ckpt")
     assert plan in dry_run(command, gpus)

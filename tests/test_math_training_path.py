@@ -40,9 +40,11 @@ def test_the_two_configs_differ_only_in_selector_and_its_operator():
 
 @pytest.mark.parametrize("config,selector", [("config_random.yaml", "selector random"),
                                              ("config_difficulty.yaml", "selector difficulty_based_resumable")])
-def test_dry_run_validates_both_configs(tmp_path, capsys, config, selector):
+def test_dry_run_validates_both_configs(sample_work, tmp_path, capsys, config, selector):
+    data = sample_work / "data" / "math"
     code = math_main.main(["--config", str(CONFIGS / config), "--dry-run", "--gpus", "8",
-                           "--checkpoint-dir", str(tmp_path / "ckpt")])
+                           "--checkpoint-dir", str(tmp_path / "ckpt"), "--train-dir", str(data / "guru_math"),
+                           "--eval-dir", str(data / "aime24")])
     out = capsys.readouterr().out
     assert code == 0 and selector in out
     assert "multi_step_grpo: group 8, batch 16 tasks (128 experiences), lr 1e-06" in out
@@ -180,7 +182,9 @@ def test_launch_refuses_to_start_without_data(tmp_path, monkeypatch):
     monkeypatch.setattr(cluster, "detect_cluster", lambda: (1, 2))
     (tmp_path / "aime").mkdir()
     pq.write_table(gsm8k_rows(2, np.random.default_rng(0)), tmp_path / "aime" / "test.parquet")
-    with pytest.raises(SystemExit, match=f"{tmp_path / 'train' / 'train.parquet'}: no such file; "
+    (tmp_path / "train").mkdir()  # a folder without the split
+    with pytest.raises(SystemExit, match=f"{tmp_path / 'train' / 'train.parquet'}: no such file \\(the training "
+                                         f"taskset guru_math, split 'train'; --train-dir sets its folder\\); "
                                          f"run scripts/prepare_math_data.py"):
         math_main.main(["--config", str(CONFIGS / "config_random.yaml"), "--train-dir", str(tmp_path / "train"),
                         "--eval-dir", str(tmp_path / "aime"), "--checkpoint-dir", str(tmp_path / "c")])

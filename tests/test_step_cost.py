@@ -5,23 +5,25 @@ import pytest
 
 from experiments import step_cost
 
-from conftest import dry_run, write_scalars
+from conftest import copy_sample_data, dry_run, write_scalars
 
 WAIT = "explorer/time/wait_explore_step"
 
 
 @pytest.mark.parametrize("example,expected", [
-    ("frozenlake", "group 16, batch 32 tasks (512 experiences), lr 1e-06"),
+    ("frozenlake", "group 16, batch 32 tasks (1024 experiences), lr 1e-06"),
     ("math", "group 8, batch 16 tasks (128 experiences), lr 1e-06"),
 ])
-def test_the_real_scale_launch_passes_trinitys_checker(example, expected, tmp_path):
+def test_the_real_scale_launch_passes_trinitys_checker(example, expected, sample_work, tmp_path):
     (tmp_path / "model").mkdir()
+    copy_sample_data(sample_work, tmp_path / "work")
     command = step_cost.command(example, tmp_path / "model", tmp_path / "work", tmp_path / "ckpt", 4, 256)
     out = dry_run(command)
     assert expected in out and "response 256" in out
 
 
-def test_extra_settings_come_last_so_they_win(tmp_path):
+def test_extra_settings_come_last_so_they_win(sample_work, tmp_path):
+    copy_sample_data(sample_work, tmp_path / "work")
     command = step_cost.command("frozenlake", tmp_path / "model", tmp_path / "work", tmp_path / "ckpt", 2, 256,
                                 ("explorer.runner_per_model=64",))
     assert command[-1] == "--set=explorer.runner_per_model=64"
@@ -138,9 +140,9 @@ def test_a_run_stopped_after_one_explore_step_counts_its_trainer_steps_from_the_
 
 
 @pytest.mark.parametrize("example,settings,expected", [
-    ("frozenlake", [], 512),  # batch 32 x group 16: Trinity's default train batch
+    ("frozenlake", [], 1024),  # upstream's train_batch_size
     ("frozenlake", ["buffer.train_batch_size=640"], 640),
-    ("math", ["algorithm.repeat_times=4"], 64),
+    ("math", ["algorithm.repeat_times=4"], 64),  # batch 16 x group 4: Trinity's default train batch
 ])
 def test_the_train_batch_comes_from_the_shipped_config_and_the_settings(example, settings, expected):
     assert step_cost.train_batch(example, settings) == expected
@@ -157,7 +159,7 @@ def test_report_only_summarises_a_fetched_run_folder_and_names_what_is_wrong(tmp
                            "--launched-at", "1970-01-01 00:16:40"]) == 0
     result = json.loads((out / "frozenlake.json").read_text())
     assert result["report of"] == str(run) and result["seconds to first step"] == pytest.approx(613.0)
-    assert result["trainer steps per explore step"] == pytest.approx(4.0)  # 2,048 experiences / 512
+    assert result["trainer steps per explore step"] == pytest.approx(2.0)  # 2,048 experiences / 1,024
     with pytest.raises(SystemExit, match="--launched-at 'yesterday'"):
         step_cost.main(["frozenlake", "--out", str(out), "--report-only", str(run), "--launched-at", "yesterday"])
     with pytest.raises(SystemExit, match=f"--report-only {tmp_path}: no monitor/tensorboard"):

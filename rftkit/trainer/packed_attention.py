@@ -18,11 +18,23 @@ treats such names as hub kernels to download.
 
 Only packed input is accepted: a padded batch (several rows, or a padding mask) has no boundaries
 to read, and the function says so instead of mixing sequences.
+
+Under verl's Ulysses sequence parallelism (`trainer.ulysses_sequence_parallel_size` > 1) each rank
+of the group holds `total_tokens / sp` consecutive tokens of the row (Trinity pads the row to a
+multiple of sp and passes `cu_seq_lens_q` of the whole padded row). verl inserts its all-to-alls
+only into flash-attn's `_flash_attention_forward`, which this function never calls, so it does
+them itself with verl's autograd-aware helpers: key and value heads are repeated when there are
+fewer of them than ranks (as verl does), q, k and v go from all heads of the local tokens to
+heads / sp of the whole row, attention runs on the whole row's boundaries (`position_ids` are
+all-gathered when no `cu_seq_lens_q` is given), and the output goes back to all heads of the
+local tokens. verl's group can only be set through `verl.utils.ulysses`, so where that module was
+never imported (or verl is absent) sp is 1.
 """
 
 from __future__ import annotations
 
 import inspect
+import sys
 
 import torch
 import torch.nn.functional as F
@@ -33,7 +45,7 @@ from rftkit.trainer.import_patch import source_has
 NAME = "rftkit_varlen"
 VERL_VERSION = "0.8.0"  # the verl `keep_out_of_checkpoints` was written against
 
-_max_lengths = WeakIdKeyDictionary()  # cu_seqlens tensor -> its longest sequence
+_ends = WeakIdKeyDictionary()  # cu_seqlens tensor -> (its last boundary, its longest sequence)
 
 
 def _varlen_kernel():
@@ -68,13 +80,25 @@ def boundaries(kwargs: dict, total: int, device: torch.device) -> tuple[torch.Te
                 starts = torch.cat([starts.new_zeros(1), starts])
             cu = torch.cat([starts, starts.new_tensor([total])])
     cu = cu.to(device=device, dtype=torch.int32)
-    longest = kwargs.get("max_length_q")
-    if longest is None or isinstance(longest, torch.Tensor):
-        # Every layer sees the same cu_seqlens tensor: read its longest sequence back from the GPU once.
-        if cu not in _max_lengths:
-            _max_lengths[cu] = int(cu.diff().max())
-        longest = _max_lengths[cu]
-    return cu, int(longest)
+    # Every layer sees the same cu_seqlens tensor: read it back from the GPU once, to check that it
+    # covers the row (with sp > 1, boundaries of one rank's shard or of the unpadded row would
+    # leave tokens unattended) and to find its longest sequence.
+    if cu not in _ends:
+        edges = cu.tolist()
+        _ends[cu] = edges[-1], max(end - start for start, end in zip(edges, edges[1:]))
+    end, longest = _ends[cu]
+    if end != total:
+        raise ValueError(f"attention {NAME!r}: sequence boundaries end at {end}, the packed row has {total} tokens")
+    given = kwargs.get("max_length_q")
+    return cu, int(longest if given is None or isinstance(given, torch.Tensor) else given)
+
+
+def _ulysses():
+    """verl's `verl.utils.ulysses` while its sequence-parallel group spans more than one rank, else None."""
+    ulysses = sys.modules.get("verl.utils.ulysses")  # only this module sets the group: not imported, no group
+    if ulysses is None or ulysses.get_ulysses_sequence_parallel_world_size() <= 1:
+        return None
+    return ulysses
 
 
 def _per_sequence_sdpa(q, k, v, cu: torch.Tensor, scale: float | None) -> torch.Tensor:
@@ -101,6 +125,20 @@ def varlen_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Te
         raise ValueError(f"attention {NAME!r} has no sliding-window support (layer asks for {sliding_window})")
     if dropout:
         raise ValueError(f"attention {NAME!r} has no dropout (got {dropout}); the trainer uses none")
+    # verl takes a call without position_ids for a vision tower, whose input is not split across ranks
+    ulysses = _ulysses() if kwargs.get("position_ids") is not None else None
+    if ulysses is not None:
+        sp = ulysses.get_ulysses_sequence_parallel_world_size()
+        if key.shape[1] < sp:
+            # all-to-all hands each rank heads / sp of every tensor: repeat kv heads so that there are sp of them
+            key, value = (t.repeat_interleave(sp // key.shape[1], dim=1) for t in (key, value))
+        # (1, heads, tokens / sp, dim) -> (1, heads / sp, tokens, dim)
+        query, key, value = (ulysses.gather_seq_scatter_heads(t, seq_dim=2, head_dim=1) for t in (query, key, value))
+        if kwargs.get("cu_seq_lens_q") is None:
+            positions = kwargs["position_ids"].contiguous()
+            shards = [torch.empty_like(positions) for _ in range(sp)]
+            torch.distributed.all_gather(shards, positions, group=ulysses.get_ulysses_sequence_parallel_group())
+            kwargs = {**kwargs, "position_ids": torch.cat(shards, dim=-1)}
     total = query.shape[2]
     cu, longest = boundaries(kwargs, total, query.device)
     # (1, heads, tokens, dim) -> (tokens, heads, dim), as the varlen kernels take them
@@ -116,7 +154,11 @@ def varlen_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Te
         out = varlen_attn(q, k, v, cu, cu, longest, longest, scale=scaling, **causal, **extra)
     else:
         out = _per_sequence_sdpa(q, k, v, cu, scaling)
-    return out.unsqueeze(0), None
+    out = out.unsqueeze(0)
+    if ulysses is not None:
+        # (1, tokens, heads / sp, dim) -> (1, tokens / sp, heads, dim)
+        out = ulysses.gather_heads_scatter_seq(out, head_dim=2, seq_dim=1)
+    return out, None
 
 
 def keep_out_of_checkpoints(model_config_module) -> None:
