@@ -1,13 +1,11 @@
 """The FrozenLake example as its main.py, scripts/evaluate.py, the experiments and the GPU smoke see it."""
 
-from frozenlake import data, report
-from frozenlake.policies import OracleModel, RandomModel
-from frozenlake.workflow import run_frozen_lake
+from frozenlake import data
 from rftkit.example import Example
 
 FROZENLAKE = Example(
     name="frozenlake", title="FrozenLake", main="frozenlake/main.py",
-    workflow=run_frozen_lake, judge=None,
+    workflow_path="frozenlake.workflow:run_frozen_lake", judge_path=None,
     task_columns=data.TASK_COLUMNS,
     data={"train": data.DEFAULT_DIR, "eval": data.DEFAULT_DIR},
     data_flags={"train": "--data-dir", "eval": "--data-dir"},
@@ -15,6 +13,5 @@ FROZENLAKE = Example(
     configs={"random": "configs/frozenlake.yaml", "difficulty": "configs/frozenlake_difficulty.yaml"},
     default_selector="random",
     tags=("rollout/success/mean",),
-    play=report.play, summarize=report.summarize, report_rows=report.report_rows, chart=report.chart,
-    baselines={"oracle": lambda seed: OracleModel(), "random": lambda seed: RandomModel(seed=seed)},
+    report_module="frozenlake.report",
 )

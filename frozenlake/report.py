@@ -10,6 +10,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from frozenlake.agent import FrozenLakeAgent
+from frozenlake.policies import OracleModel, RandomModel
 from frozenlake.workflow import end_reason, run_frozen_lake
 from rftkit.reports.evaluation import sign_test, task_by_task, wilson_interval
 from rftkit.files import atomic_paths
@@ -21,6 +22,10 @@ async def play(task, model):
         turn["action"] = FrozenLakeAgent.get_action(turn["reply"])
     text = out.response.get_text_content()
     return {"reward": out.reward, "metrics": out.metrics, "reason": end_reason(text), "response": text}
+
+
+# scripts/evaluate.py --model NAME: the policies that play without a language model (seed -> chat model)
+BASELINES = {"oracle": lambda seed: OracleModel(), "random": lambda seed: RandomModel(seed=seed)}
 
 
 def rate(successes: float, trials: int) -> dict:

@@ -1,13 +1,11 @@
 """The math example as its main.py, scripts/evaluate.py, the experiments and the GPU smoke see it."""
 
-from math_bots import data, report
-from math_bots.judge import gsm8k_judge
-from math_bots.workflow import run_react_agent
+from math_bots import data
 from rftkit.example import Example
 
 MATH = Example(
     name="math", title="math", main="math_bots/main.py",
-    workflow=run_react_agent, judge=gsm8k_judge,
+    workflow_path="math_bots.workflow:run_react_agent", judge_path="math_bots.judge:gsm8k_judge",
     task_columns=data.TASK_COLUMNS,
     data={"train": data.DEFAULT_TRAIN_DIR, "eval": data.DEFAULT_AIME_DIR},
     data_flags={"train": "--train-dir", "eval": "--eval-dir"},
@@ -15,5 +13,5 @@ MATH = Example(
     configs={"random": "configs/config_random.yaml", "difficulty": "configs/config_difficulty.yaml"},
     default_selector="difficulty",
     tags=("rollout/accuracy/mean", "eval/aime24/accuracy/mean@1", "eval/aime24/format/mean@1"),
-    play=report.play, summarize=report.summarize, report_rows=report.report_rows, chart=report.chart,
+    report_module="math_bots.report",
 )

@@ -16,6 +16,9 @@ async def play(task, model):
             "response": out.response.get_text_content()}
 
 
+BASELINES: dict = {}  # scripts/evaluate.py --model NAME: none for math; an endpoint or a local model plays
+
+
 def summarize(episodes: list[dict]) -> dict:
     played = [e for e in episodes if e["error"] is None]
     correct = sum(e["reward"] == 1.0 for e in episodes)

@@ -1,16 +1,28 @@
 """An example described once: what its main.py launches, what scripts/evaluate.py plays and reports,
 what a training run of it must log. Each example defines one in <folder>/example.py; runkit.examples
-lists them for the entry points, the experiments and the GPU smoke."""
+lists them for the entry points, the experiments and the GPU smoke.
+
+The workflow, the judge and the report module are named by import path and imported on first use:
+they import agentscope, which takes seconds, and `main.py --help` or a bad flag should not wait for it.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import importlib
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from types import ModuleType
+from typing import Callable
 
 from rftkit.inputs import check_task_splits
 
 REPO = Path(__file__).resolve().parents[1]  # configs/ lies beside the packages, as in the checkout
+
+
+def load(path: str) -> Callable:
+    """The object at "package.module:name"."""
+    module, _, name = path.partition(":")
+    return getattr(importlib.import_module(module), name)
 
 
 @dataclass(frozen=True)
@@ -18,8 +30,8 @@ class Example:
     name: str  # evaluate.py's --task, the experiments' example argument
     title: str  # in messages: "--model oracle is a FrozenLake policy"
     main: str  # the entry point, relative to the repo
-    workflow: Callable  # workflow_func; Ray workers import it by its module path, so it stays where it is
-    judge: Callable | None  # judge_func
+    workflow_path: str  # "module:function", the workflow_func; Ray workers import it by its module path
+    judge_path: str | None  # "module:function", the judge_func
     task_columns: dict[str, str]  # the columns every task split needs (rftkit.inputs)
     data: dict[str, str]  # role ("train", "eval") -> default folder
     data_flags: dict[str, str]  # role -> main.py's flag for that folder (one flag may serve both)
@@ -27,11 +39,22 @@ class Example:
     configs: dict[str, str]  # task selector -> config file, relative to the repo
     default_selector: str  # main.py's default --config
     tags: tuple[str, ...]  # tensorboard tags every training run writes (a prefix if it ends in "/")
-    play: Callable[[dict, Any], Awaitable[dict]]  # evaluate.py: one episode -> reward, metrics, response, ...
-    summarize: Callable[[list[dict]], dict]  # evaluate.py: the episodes -> report.json's figures
-    report_rows: Callable[[dict], list[str]]  # evaluate.py: report.md's rows below the metric table's head
-    chart: Callable[[dict], Any]  # evaluate.py: chart.png's matplotlib figure, untitled
-    baselines: dict[str, Callable[[int], Any]] = field(default_factory=dict)  # --model NAME: seed -> chat model
+    # The module scripts/evaluate.py plays and reports with: play (one episode -> reward, metrics, response,
+    # ...), summarize (the episodes -> report.json's figures), report_rows (report.md's rows below the metric
+    # table's head), chart (chart.png's matplotlib figure, untitled) and BASELINES (--model NAME: seed -> chat
+    # model).
+    report_module: str
+
+    @property
+    def workflow(self) -> Callable:
+        return load(self.workflow_path)
+
+    @property
+    def judge(self) -> Callable | None:
+        return load(self.judge_path) if self.judge_path else None
+
+    def report(self) -> ModuleType:
+        return importlib.import_module(self.report_module)
 
     def check_data(self, config: dict) -> None:
         """Refuse the task splits a resolved launch config names unless they exist and hold this example's columns."""

@@ -31,7 +31,8 @@ from rftkit.files import atomic_paths, check_writable
 from rftkit.inputs import open_split, reports_input_errors
 from runkit.examples import EXAMPLES
 
-BASELINES = {name: example for example in EXAMPLES.values() for name in example.baselines}  # --model -> its task
+# --model NAME -> the example whose baseline policy it names
+BASELINES = {name: example for example in EXAMPLES.values() for name in example.report().BASELINES}
 
 
 # ---------------------------------------------------------------- models
@@ -67,7 +68,7 @@ def model_factory(args):
             model_name=name, api_key=api_key, stream=False, client_kwargs={"base_url": base_url},
             generate_kwargs={"temperature": args.temperature, "max_tokens": args.max_tokens})
 
-    baselines = EXAMPLES[args.task].baselines
+    baselines = EXAMPLES[args.task].report().BASELINES
     if args.model in baselines:
         yield lambda episode_number: baselines[args.model](args.seed + episode_number)
     elif args.model == "openai":
@@ -85,7 +86,7 @@ def model_factory(args):
 def draw_chart(example: Example, report: dict, title: str, path: Path) -> None:
     from rftkit.reports.plots import save_png
 
-    fig = example.chart(report)
+    fig = example.report().chart(report)
     fig.suptitle(title)
     fig.tight_layout()
     save_png(fig, path)
@@ -95,7 +96,7 @@ def markdown(example: Example, report: dict, header: dict) -> str:
     lines = [f"# Evaluation: {header['task']} / {header['split']} / {header['model']}", "",
              f"{report['episodes']} episodes ({header['tasks']} tasks x {header['repeats']}), "
              f"{report['errors']} with a model error or timeout.", "", "| metric | value |", "|---|---|",
-             *example.report_rows(report)]
+             *example.report().report_rows(report)]
     return "\n".join(lines) + "\n"
 
 
@@ -158,13 +159,14 @@ def main(argv: list[str] | None = None) -> int:
     example = EXAMPLES[args.task]
     tasks = open_split(split_file, example.task_columns, "--data").read().to_pylist()[: args.limit]
     model_label = args.model_name if args.model == "openai" else args.model
+    play = example.report().play
     try:
         with model_factory(args) as make_model:
-            episodes = asyncio.run(run_episodes(tasks, example.play, make_model, args.repeats, args.concurrency,
+            episodes = asyncio.run(run_episodes(tasks, play, make_model, args.repeats, args.concurrency,
                                                 args.timeout))
     except FileNotFoundError as exc:
         parser.error(str(exc))
-    report = example.summarize(episodes)
+    report = example.report().summarize(episodes)
     header = {"task": args.task, "split": str(split_file), "model": model_label, "tasks": len(tasks),
               "repeats": args.repeats, "temperature": args.temperature, "max_tokens": args.max_tokens}
     write_outputs(args.out, example, report, header, episodes)

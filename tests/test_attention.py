@@ -144,7 +144,7 @@ def test_auto_prefers_flash_attn_where_it_imports_then_varlen_then_sdpa(monkeypa
     monkeypatch.setattr(attention, "flash_attn_error", lambda: "ImportError: none")
     overrides, why = attention.choose("auto", {})
     assert overrides == {attention.ATTN_KEY: packed_attention.NAME, attention.PADDING_KEY: True} and "varlen" in why
-    monkeypatch.setattr(packed_attention, "has_varlen_kernel", lambda: False)
+    monkeypatch.setattr(attention, "has_varlen_kernel", lambda: False)
     overrides, why = attention.choose(None, {})
     assert overrides == {attention.ATTN_KEY: "sdpa", attention.PADDING_KEY: False}
     assert "no torch.nn.attention.varlen" in why

@@ -57,3 +57,20 @@ def test_every_flag_has_a_hyphen_spelling(relative, monkeypatch):
     lacking = [flag for action in parser._actions for flag in action.option_strings
                if "_" in flag and flag.replace("_", "-") not in action.option_strings]
     assert lacking == [], f"{relative}: no hyphen spelling for {lacking}"
+
+
+HEAVY = ("torch", "agentscope", "trinity", "verl", "ray", "vllm", "transformers")
+
+
+@pytest.mark.parametrize("script", ["frozenlake/main.py", "math_bots/main.py"])
+def test_the_training_entry_points_answer_help_without_the_training_stack(script):
+    """--help and a bad flag come back in well under a second: the stack (seconds to import) loads at launch."""
+    import subprocess
+
+    probe = (f"import runpy, sys\nsys.argv = [{script!r}, '--help']\ntry:\n"
+             f"    runpy.run_path({script!r}, run_name='__main__')\nexcept SystemExit:\n    pass\n"
+             f"print('loaded:', sorted(name for name in {HEAVY!r} if name in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=60,
+                            env={"PYTHONPATH": str(REPO), "PATH": ""})
+    assert "--data-dir" in result.stdout or "--train-dir" in result.stdout, result.stderr[-2000:]
+    assert result.stdout.strip().splitlines()[-1] == "loaded: []"

@@ -11,3 +11,8 @@ import_patch.py      a patch applied when its module is imported, and the source
 
 They import only each other: a worker loads no launcher code.
 """
+
+# The attention implementation packed_attention registers with transformers, and attention chooses by
+# name: here, so that choosing it imports no torch. It must not contain "flash" (transformers treats
+# such names as hub kernels to download).
+VARLEN_ATTENTION = "rftkit_varlen"

@@ -29,8 +29,11 @@ from __future__ import annotations
 
 import importlib.util
 
-from rftkit.trainer import logprobs, packed_attention
+from rftkit.trainer import VARLEN_ATTENTION
 from rftkit.trainer.import_patch import patch_on_import
+
+# packed_attention and logprobs import torch, so this module imports them only in the workers that
+# run them: choosing the attention, a dry run and --help stay light.
 
 ATTN_KEY = "trainer.trainer_config.model.override_config.attn_implementation"
 PADDING_KEY = "trainer.use_remove_padding"
@@ -38,7 +41,7 @@ TRINITY_DEFAULT_ATTN = "flash_attention_2"  # what Trinity 0.6 passes to verl wh
 # --attn choice -> (attn_implementation the trainer loads the model with, padding removal)
 SETTINGS = {
     "flash_attention_2": ("flash_attention_2", True),
-    "varlen": (packed_attention.NAME, True),
+    "varlen": (VARLEN_ATTENTION, True),
     "sdpa": ("sdpa", False),  # packed, transformers' sdpa needs a dense tokens x tokens mask
     "eager": ("eager", False),
 }
@@ -68,9 +71,18 @@ def choose(requested: str | None, config: dict, settings: dict | None = None) ->
     reason = flash_attn_error()
     if reason is None:
         return overrides("flash_attention_2"), "auto: flash-attn imports here"
-    if packed_attention.has_varlen_kernel():
+    if has_varlen_kernel():
         return overrides("varlen"), f"auto: no flash-attn here ({reason}), so PyTorch's varlen kernels"
     return overrides("sdpa"), f"auto: no flash-attn here ({reason}) and no torch.nn.attention.varlen in this torch"
+
+
+def has_varlen_kernel() -> bool:
+    """Whether this torch has `torch.nn.attention.varlen`, the kernels the varlen path runs on CUDA.
+    Found, not imported: importing it loads torch's compiler, seconds that a dry run does not need."""
+    try:
+        return importlib.util.find_spec("torch.nn.attention.varlen") is not None
+    except ModuleNotFoundError:  # no torch.nn.attention at all
+        return False
 
 
 def describe(config: dict) -> str:
@@ -78,7 +90,7 @@ def describe(config: dict) -> str:
     shaped like one under "trainer"), and how it computes log-probs."""
     implementation = configured_attention(config) or TRINITY_DEFAULT_ATTN
     padding_removal = (config.get("trainer") or {}).get("use_remove_padding", True)  # Trinity's default
-    if implementation == packed_attention.NAME:
+    if implementation == VARLEN_ATTENTION:
         return (f"{implementation} (torch varlen kernels, packed micro-batches), padding removal "
                 f"{padding_removal}, log-probs in blocks (rftkit.trainer.logprobs)")
     kernel = "flash-attn's cross-entropy" if flash_attn_error() is None else "blocks (rftkit.trainer.logprobs)"
@@ -108,6 +120,8 @@ def worker_setup() -> None:
     padding and log-probs without flash-attn, where it is absent.
 
     Applied when each module is imported, not now: only trainer workers import verl."""
+    from rftkit.trainer import logprobs, packed_attention
+
     patch_on_import("transformers.modeling_utils", packed_attention.register)
     patch_on_import("verl.workers.config.model", packed_attention.keep_out_of_checkpoints)
     if importlib.util.find_spec("flash_attn") is None:

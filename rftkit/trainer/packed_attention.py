@@ -40,9 +40,10 @@ import torch
 import torch.nn.functional as F
 from torch.utils.weak import WeakIdKeyDictionary
 
+from rftkit.trainer import VARLEN_ATTENTION
 from rftkit.trainer.import_patch import source_has
 
-NAME = "rftkit_varlen"
+NAME = VARLEN_ATTENTION  # registered with transformers under this name
 VERL_VERSION = "0.8.0"  # the verl `keep_out_of_checkpoints` was written against
 
 _ends = WeakIdKeyDictionary()  # cu_seqlens tensor -> (its last boundary, its longest sequence)
@@ -187,11 +188,6 @@ def keep_out_of_checkpoints(model_config_module) -> None:
 
     __post_init__.keeps_attention_out = True
     model_config.__post_init__ = __post_init__
-
-
-def has_varlen_kernel() -> bool:
-    """Whether this torch has `torch.nn.attention.varlen`, the kernels this path runs on CUDA."""
-    return _KERNEL is not None
 
 
 def register(modeling_utils=None) -> None:
