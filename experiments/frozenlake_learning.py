@@ -103,6 +103,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="only redraw before_after.{md,png} from <out>/before and <out>/after")
     args = parser.parse_args(argv)
     if args.report_only:
+        missing = [str(args.out / side / "report.json") for side in ("before", "after")
+                   if not (args.out / side / "report.json").is_file()]
+        if missing:
+            parser.error(f"--report-only: no evaluation at {', '.join(missing)} (expected <out>/before and "
+                         f"<out>/after from scripts/evaluate.py)")
         print(compare(args.out / "before", args.out / "after", args.out), flush=True)
         return 0
     if args.model is None:

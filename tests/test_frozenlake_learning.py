@@ -105,6 +105,16 @@ def test_before_and_after_are_compared_from_real_reports(tmp_path, frozenlake_da
     assert (tmp_path / "before_after.md").read_text() == text
 
 
+def test_report_only_without_the_evaluations_names_what_is_missing(tmp_path, capsys):
+    (tmp_path / "before").mkdir()
+    with pytest.raises(SystemExit) as stop:
+        learning.main(["--out", str(tmp_path), "--report-only"])
+    assert stop.value.code == 2
+    assert f"no evaluation at {tmp_path / 'before' / 'report.json'}, {tmp_path / 'after' / 'report.json'}" \
+        in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["before"]
+
+
 def test_the_sign_test_matches_its_binomial_tails():
     from rftkit.reports.evaluation import sign_test
 
