@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import sys
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -86,6 +86,34 @@ def open_split(path: str | Path, columns: dict[str, str], flag: str | None = Non
     return parquet
 
 
+TRAIN_TASKSET = "buffer.explorer_input.taskset"
+
+
+def get_key(config: dict, dotted: str, config_file: str) -> Any:
+    """`config["a"]["b"]` for "a.b", or exit naming the key that `config_file` lacks."""
+    node = config
+    for key in dotted.split("."):
+        if not isinstance(node, dict) or key not in node:
+            raise InputError(f"{config_file}: no key {dotted} (expected a Trinity-RFT config like those in configs/)")
+        node = node[key]
+    return node
+
+
+def tasksets(config: dict, config_file: str = "the config") -> list[tuple[dict, str]]:
+    """(taskset, its dotted key) for the training taskset and each eval taskset, or exit naming the one at fault."""
+    get_key(config, "buffer.explorer_input.taskset.path", config_file)  # eval tasksets are optional
+    explorer_input = config["buffer"]["explorer_input"]
+    found = [(explorer_input["taskset"], TRAIN_TASKSET)]
+    evals = explorer_input.get("eval_tasksets") or []
+    if not isinstance(evals, list):
+        raise InputError(f"{config_file}: buffer.explorer_input.eval_tasksets: expected a list of tasksets")
+    found += [(taskset, f"buffer.explorer_input.eval_tasksets.{i}") for i, taskset in enumerate(evals)]
+    for taskset, key in found:
+        if not isinstance(taskset, dict) or not isinstance(taskset.get("path"), str):
+            raise InputError(f"{config_file}: {key}: expected a taskset with a path (a folder)")
+    return found
+
+
 def check_task_splits(config: dict, columns: dict[str, str], remedy: str, flags: dict[str, str] | None = None) -> None:
     """Refuse the task splits a resolved launch config names unless each exists and has `columns` and rows.
 
@@ -95,9 +123,8 @@ def check_task_splits(config: dict, columns: dict[str, str], remedy: str, flags:
     message, so that it says how to fix the input.
     """
     flags = flags or {}
-    explorer_input = config["buffer"]["explorer_input"]
-    roles = [("train", explorer_input["taskset"])] + [("eval", t) for t in explorer_input.get("eval_tasksets") or []]
-    for role, taskset in roles:
+    for taskset, key in tasksets(config):
+        role = "train" if key == TRAIN_TASKSET else "eval"
         folder, split = Path(taskset["path"]), taskset.get("split", "train")
         name = f" {taskset['name']}" if taskset.get("name") else ""
         how = f"{'the training' if role == 'train' else 'an eval'} taskset{name}, split {split!r}" + \

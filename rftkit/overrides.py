@@ -26,7 +26,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from rftkit import cluster
 from rftkit.files import atomic_paths, check_writable
-from rftkit.inputs import InputError
+from rftkit.inputs import InputError, get_key, tasksets
 
 # A model path that absolute() kept as it was and that is not a hub id ("gpt2", "Qwen/Qwen3-0.6B") was meant
 # as a local folder ("models/qwen/final"); one that does not exist is refused before anything starts.
@@ -84,16 +84,6 @@ def set_key(config: dict, dotted: str, value: Any) -> None:
             node[last] = value
     except (ValueError, IndexError, KeyError, AttributeError, TypeError):
         raise InputError(f"cannot set {dotted}: the config has no such place") from None
-
-
-def get_key(config: dict, dotted: str, config_file: str) -> Any:
-    """`config["a"]["b"]` for "a.b", or exit naming the key that `config_file` lacks."""
-    node = config
-    for key in dotted.split("."):
-        if not isinstance(node, dict) or key not in node:
-            raise InputError(f"{config_file}: no key {dotted} (expected a Trinity-RFT config like those in configs/)")
-        node = node[key]
-    return node
 
 
 def absolute(path: str, maybe_hub_id: bool = False) -> str:
@@ -154,21 +144,6 @@ def apply_overrides(config: dict, overrides: dict[str, Any], data: dict[str, str
     for dotted, value in overrides.items():
         set_key(config, dotted, value)
     return config
-
-
-def tasksets(config: dict, config_file: str) -> list[tuple[dict, str]]:
-    """(taskset, its dotted key) for the training taskset and each eval taskset, or exit naming the one at fault."""
-    get_key(config, "buffer.explorer_input.taskset.path", config_file)  # eval tasksets are optional
-    explorer_input = config["buffer"]["explorer_input"]
-    found = [(explorer_input["taskset"], "buffer.explorer_input.taskset")]
-    evals = explorer_input.get("eval_tasksets") or []
-    if not isinstance(evals, list):
-        raise InputError(f"{config_file}: buffer.explorer_input.eval_tasksets: expected a list of tasksets")
-    found += [(taskset, f"buffer.explorer_input.eval_tasksets.{i}") for i, taskset in enumerate(evals)]
-    for taskset, key in found:
-        if not isinstance(taskset, dict) or not isinstance(taskset.get("path"), str):
-            raise InputError(f"{config_file}: {key}: expected a taskset with a path (a folder)")
-    return found
 
 
 def resolve_config(config: dict, overrides: dict[str, Any], plan: dict, config_file: str = "the config",

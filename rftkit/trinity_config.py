@@ -114,9 +114,11 @@ def summarize(config, attention_reason: str = "") -> str:
                      f"{taskset.repeat_times} rollout(s) per task, every {config.explorer.eval_interval} steps"
                      + (" and before the first" if config.explorer.eval_on_startup else ""))
     replay = config.buffer.trainer_input.experience_buffer.replay_buffer
-    lines.append(f"experiences     {config.buffer.trainer_input.experience_buffer.storage_type}, "
-                 + (f"replayed with {replay.priority_fn} priority {replay.priority_fn_args}" if replay.enable
-                    else "each read once"))
+    # Trinity's priority queue puts an experience back only after reuse_cooldown_time; unset, it is read once
+    order = f"read by {replay.priority_fn} priority {replay.priority_fn_args}, " if replay.enable else ""
+    reuse = ("each read once" if not replay.enable or replay.reuse_cooldown_time is None
+             else f"read again {replay.reuse_cooldown_time} s after each read")
+    lines.append(f"experiences     {config.buffer.trainer_input.experience_buffer.storage_type}, {order}{reuse}")
     operators = [op.name for op in config.data_processor.experience_pipeline.operators] \
         if config.data_processor.experience_pipeline else []
     lines += [

@@ -273,3 +273,15 @@ def test_ensure_ray_starts_a_local_head_that_tune_can_reach():
         cluster.ray_cli("stop")
     with pytest.raises(ConnectionError):
         ray.init(address="auto", logging_level="ERROR")
+
+
+def test_the_summary_says_whether_experiences_are_read_again(frozenlake_data, tmp_path, capsys):
+    """Upstream's replay buffer sets no reuse_cooldown_time, and Trinity then reads each experience once."""
+    flags = ["--dry-run", "--checkpoint-dir", str(tmp_path), "--data-dir", str(frozenlake_data)]
+    assert frozenlake_main.main(flags) == 0
+    assert "experiences     queue, read by linear_decay priority {'decay': 0.1}, each read once\n" in \
+        capsys.readouterr().out
+    cooldown = "buffer.trainer_input.experience_buffer.replay_buffer.reuse_cooldown_time=30"
+    assert frozenlake_main.main([*flags, "--set", cooldown]) == 0
+    assert "read by linear_decay priority {'decay': 0.1}, read again 30.0 s after each read\n" in \
+        capsys.readouterr().out

@@ -207,7 +207,7 @@ def test_upstreams_frozenlake_config_runs_through_our_entry_point(frozenlake_dat
     assert f"train taskset   train_taskset: {frozenlake_data} [train], 5 epoch(s)" in out
     assert "eval taskset" not in out  # upstream evaluated nothing
     assert "6 rollout engine(s) x 1 GPU, trainer 2 GPU(s)" in out and "Ulysses sequence parallel 2" in out
-    assert "replayed with linear_decay priority {'decay': 0.1}" in out
+    assert "experiences     queue, read by linear_decay priority {'decay': 0.1}, each read once" in out
     assert f"checkpoints     {tmp_path / 'runs'}/AgentScope/FrozenLake" in out
     code = frozenlake_main.main(["--config", config, "--dry-run", "--gpus", "1", "--data-dir", str(frozenlake_data)])
     out = capsys.readouterr().out
