@@ -6,6 +6,7 @@ overrides.py       the YAML and `--set`: what tune() will load, paths made absol
 cluster.py         the run sized to the GPUs, and the Ray it runs on
 trinity_config.py  Trinity's validation of the config, its plugins, the dry run's summary
 supervise.py       watching a running tune() and deciding whether it finished
+startup.py         the start-up timeline: each phase's end, printed and kept in the run's folder
 run_state.py       Trinity's state files made safe to resume from after a kill
 workers.py         Ray's worker setup hook: which patches a run's workers get
 inputs.py, files.py, cli.py  bad input as a message, whole-file writes, help with defaults

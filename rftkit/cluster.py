@@ -12,7 +12,7 @@ import os
 import subprocess
 import sys
 
-from rftkit import workers
+from rftkit import startup, workers
 from rftkit.trainer import colocate, weight_sync
 
 # Rollout engines get this share of the GPUs; the trainer gets the rest.
@@ -113,7 +113,7 @@ def ray_cli(*args: str) -> None:
     subprocess.run([sys.executable, "-m", "ray.scripts.scripts", *args], check=True)
 
 
-def connect_ray(trinity_config) -> None:
+def connect_ray(trinity_config, timeline: os.PathLike | None = None) -> None:
     """Connect to Ray as Trinity's run_stage() would, plus a setup hook for every worker process.
 
     Trinity calls ray.init() with `ignore_reinit_error`, so this connection, made
@@ -122,12 +122,15 @@ def connect_ray(trinity_config) -> None:
     flash-attn and writes Trinity's state files so that a killed run resumes;
     on one GPU (`rftkit.workers.setup_colocated`) it also keeps the rollout
     engine from reserving the GPU the trainer needs, and hands the weights over
-    in the engine's dtype, as byte views of the object store.
+    in the engine's dtype, as byte views of the object store. With `timeline`, the workers mark
+    the start-up phases they end in that file (`rftkit.startup`).
     """
     import ray
 
     hook = workers.setup_colocated if trinity_config.mode == "colocate" else workers.setup
     env_vars = trinity_config.get_envs()
+    if timeline is not None:  # where the workers mark the start-up phases they end (rftkit.startup)
+        env_vars[startup.TIMELINE_ENV] = str(timeline)
     if trinity_config.mode == "colocate":  # weights through the object store: in the engine's dtype
         env_vars[weight_sync.DTYPE_ENV] = trinity_config.explorer.rollout_model.dtype
     ray.init(address=trinity_config.cluster.ray_address, namespace=trinity_config.ray_namespace,

@@ -20,7 +20,8 @@ live in a room of their own. A launch goes:
    trainer's last checkpoint back to it when the run resumes (`rftkit.run_state`),
    make sure a Ray cluster is running (start
    a local head if not, and stop it afterwards) and connect to it as Trinity
-   would, plus a per-worker setup hook (`rftkit.cluster`); call tune() under a watchdog that
+   would, plus a per-worker setup hook (`rftkit.cluster`); print the start-up phases as they end,
+   and keep them in the run's folder (`rftkit.startup`); call tune() under a watchdog that
    ends the run on the first fatal error in its logs, and decide success from
    what the run reached, not from tune()'s status alone (`rftkit.supervise`);
    Ctrl-C ends the run with exit code 130.
@@ -39,7 +40,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from rftkit import cluster, run_state, supervise
+from rftkit import cluster, run_state, startup, supervise
 from rftkit.trainer import attention
 from rftkit.inputs import InputError
 from rftkit.overrides import apply_overrides, load_yaml, parse_override, resolve_config, write_yaml
@@ -164,6 +165,8 @@ def launch(args: argparse.Namespace, workflow_func: Callable, judge_func: Callab
     from agentscope.tuner import tune
 
     logs_before = supervise.log_sizes(trinity_config.log.save_dir)
+    timeline = startup.Timeline(Path(trinity_config.checkpoint_job_dir) / startup.FILE_NAME)
+    timeline.mark("config checked")
     started_ray = cluster.ensure_ray()
     started = time.perf_counter()
 
@@ -174,9 +177,11 @@ def launch(args: argparse.Namespace, workflow_func: Callable, judge_func: Callab
         os._exit(1)
 
     try:
-        cluster.connect_ray(trinity_config)
-        with supervise.Watchdog(trinity_config.log.save_dir, lambda: supervise.kill_trinity_actors(trinity_config),
-                                give_up, since=logs_before) as watchdog:
+        cluster.connect_ray(trinity_config, timeline.path)
+        timeline.mark("Ray connected")
+        with timeline, supervise.Watchdog(trinity_config.log.save_dir,
+                                          lambda: supervise.kill_trinity_actors(trinity_config),
+                                          give_up, since=logs_before) as watchdog:
             status = tune(workflow_func=workflow_func, judge_func=judge_func, config_path=str(path))
     except KeyboardInterrupt:  # Ctrl-C: the run's actors end with this driver (and with Ray, if we started it)
         _, trainer_step = supervise.reached_steps(trinity_config)

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from frozenlake import main as frozenlake_main
-from rftkit import cluster
+from rftkit import cluster, startup
 from rftkit.trainer import colocate
 from rftkit.overrides import load_yaml, resolve_config
 from rftkit.trinity_config import validate
@@ -63,7 +63,7 @@ from rftkit.cluster import connect_ray
 
 ray.init = functools.partial(ray.init, num_cpus=4, num_gpus=1)  # Ray counts GPUs: this CPU cluster has one
 CONFIG_STUB
-connect_ray(Config())
+connect_ray(Config(), TIMELINE)
 trainer = placement_group([{"CPU": 1, "GPU": 1}])  # what verl's trainer worker reserves
 ray.get(trainer.ready())
 
@@ -96,10 +96,14 @@ ray.shutdown()
 
 
 @pytest.mark.parametrize("mode,expected", [("colocate", "engine GPUs: []"), ("both", "engine never started")])
-def test_the_colocated_engine_starts_beside_a_trainer_holding_the_only_gpu(mode, expected):
+def test_the_colocated_engine_starts_beside_a_trainer_holding_the_only_gpu(mode, expected, tmp_path):
     """Without the hook, Trinity 0.6.0's allocator waits forever for a second GPU (Trinity issue #602)."""
+    timeline = tmp_path / "startup.jsonl"
     code = ALLOCATE_ON_ONE_GPU.replace("CONFIG_STUB", trinity_config_stub("colocate-test", mode)) \
-        .replace("TIMEOUT", "60" if mode == "colocate" else "20")
+        .replace("TIMEOUT", "60" if mode == "colocate" else "20").replace("TIMELINE", repr(str(timeline)))
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=240)
     assert result.returncode == 0, result.stderr[-3000:]
     assert expected in result.stdout, result.stdout[-2000:] + result.stderr[-2000:]
+    # the Explorer-like worker ran Trinity's own allocator, wrapped by the setup hook: it marked the phase
+    phases = [entry["phase"] for entry in startup.read(timeline)]
+    assert phases == (["rollout engines ready"] if mode == "colocate" else [])

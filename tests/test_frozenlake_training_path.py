@@ -10,7 +10,7 @@ import yaml
 from frozenlake import main as frozenlake_main
 from frozenlake.policies import OracleModel, grid_from_prompt, last_user_text
 from frozenlake.workflow import run_frozen_lake
-from rftkit import cluster, launch
+from rftkit import cluster, launch, startup
 from rftkit.overrides import load_yaml, resolve_config, write_yaml
 from rftkit.trinity_config import build_trinity_config
 from runkit.adapter_harness import run_in_adapter
@@ -192,14 +192,19 @@ def test_status_from_tune_decides_the_exit_code(tmp_path, monkeypatch, capsys):
 
     monkeypatch.setattr(cluster, "detect_cluster", lambda: (1, 2))
     monkeypatch.setattr(cluster, "ensure_ray", lambda: False)
-    monkeypatch.setattr(cluster, "connect_ray", lambda trinity_config: None)
+    monkeypatch.setattr(cluster, "connect_ray", lambda trinity_config, timeline: None)
     monkeypatch.setattr(agentscope.tuner, "tune", tune)
     args = launch_args(tmp_path, "--set", "buffer.total_steps=2", "--attn", "sdpa")
     assert launch.launch(args, run_frozen_lake) == 1
     assert "NCCL init failed" in capsys.readouterr().err
     Status.success = True
     assert launch.launch(args, run_frozen_lake) == 0
-    assert "training finished: 2 step(s)" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "training finished: 2 step(s)" in out
+    # the launcher's own start-up phases, printed and kept in the run's folder
+    assert out.index("s  config checked") < out.index("s  Ray connected") < out.index("training finished")
+    timeline = startup.read(tmp_path / "AgentScope-FrozenLake" / "frozenlake-grpo" / startup.FILE_NAME)
+    assert [entry["phase"] for entry in timeline] == ["launch", "config checked", "Ray connected"]
     written = yaml.safe_load((tmp_path / "AgentScope-FrozenLake-frozenlake-grpo.yaml").read_text())
     assert written["cluster"] == {"node_num": 1, "gpu_per_node": 2}
     assert written["buffer"]["total_steps"] == 2

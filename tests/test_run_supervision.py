@@ -175,7 +175,7 @@ def test_a_hung_run_with_a_dead_explorer_exits_nonzero_within_seconds(tmp_path, 
 
     monkeypatch.setattr(cluster, "detect_cluster", lambda: (1, 2))
     monkeypatch.setattr(cluster, "ensure_ray", lambda: False)
-    monkeypatch.setattr(cluster, "connect_ray", lambda trinity_config: ray.init(
+    monkeypatch.setattr(cluster, "connect_ray", lambda trinity_config, timeline: ray.init(
         namespace=trinity_config.ray_namespace, num_cpus=2, include_dashboard=False, logging_level="ERROR"))
     monkeypatch.setattr(agentscope.tuner, "tune", tune)
     parser = argparse.ArgumentParser()
@@ -211,7 +211,7 @@ def tune(config_path, **kwargs):  # Trinity's both(): wait for the Explorer and 
 
 cluster.detect_cluster = lambda: (1, 2)
 cluster.ensure_ray = lambda: False
-cluster.connect_ray = lambda trinity_config: ray.init(namespace=trinity_config.ray_namespace, num_cpus=2,
+cluster.connect_ray = lambda trinity_config, timeline: ray.init(namespace=trinity_config.ray_namespace, num_cpus=2,
                                                      include_dashboard=False, logging_level="ERROR")
 agentscope.tuner.tune = tune
 parser = launch.argparse.ArgumentParser()
