@@ -6,12 +6,16 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
+import sys
 import tempfile
 from pathlib import Path
+from types import ModuleType
 from typing import Callable
 
 from rftkit.trainer import attention
+from rftkit.trainer.import_patch import patch_on_import, source_has
 from rftkit.inputs import InputError
 from rftkit.overrides import write_yaml
 
@@ -43,9 +47,42 @@ def use_plugins() -> None:
         os.environ[PLUGIN_DIRS_ENV] = os.pathsep.join([*dirs, str(PLUGIN_DIR)])
 
 
+TRAINER_MODULE = "trinity.trainer.trainer"  # is_verl_legacy(), as of Trinity-RFT 0.6.0
+
+
+def verl_version_from_metadata(trainer_module: ModuleType) -> None:
+    """Make Trinity's `is_verl_legacy()` read verl's version from the installed package's metadata.
+
+    Trinity's validator asks it which trainer config to build, and it imports verl to read
+    `verl.__version__`: that loads torch's compiler through tensordict, 2 s of a 7 s dry run on a
+    CPU machine, in a process that never trains. The answer is the same.
+    """
+    original = trainer_module.is_verl_legacy
+    if getattr(original, "_rftkit_patched", False):
+        return
+    if not (source_has(original, "import verl") and source_has(original, '"0.8.0"')):
+        raise RuntimeError(f"rftkit.trinity_config: {TRAINER_MODULE}.is_verl_legacy no longer reads verl's "
+                           f"version against 0.8.0 as in Trinity-RFT 0.6.0, which this patch was written for")
+
+    def is_verl_legacy() -> bool:
+        from packaging.version import Version
+
+        try:
+            return Version(importlib.metadata.version("verl")) < Version("0.8.0")
+        except importlib.metadata.PackageNotFoundError:
+            return False
+
+    is_verl_legacy._rftkit_patched, is_verl_legacy._rftkit_original = True, original
+    trainer_module.is_verl_legacy = is_verl_legacy
+    package = sys.modules.get("trinity.trainer")  # which re-exports it
+    if package is not None and getattr(package, "is_verl_legacy", None) is original:
+        package.is_verl_legacy = is_verl_legacy
+
+
 def build_trinity_config(config_path: str | Path, workflow_func: Callable, judge_func: Callable | None = None):
     """The validated Trinity config tune() would run for this YAML and these functions."""
     use_plugins()
+    patch_on_import(TRAINER_MODULE, verl_version_from_metadata)
     from agentscope.tuner import check_judge_function, check_workflow_function
     from agentscope.tuner._config import _to_trinity_config  # the conversion tune() itself calls
 

@@ -74,3 +74,37 @@ def test_the_training_entry_points_answer_help_without_the_training_stack(script
                             env={"PYTHONPATH": str(REPO), "PATH": ""})
     assert "--data-dir" in result.stdout or "--train-dir" in result.stdout, result.stderr[-2000:]
     assert result.stdout.strip().splitlines()[-1] == "loaded: []"
+
+
+def test_a_dry_run_validates_with_trinity_without_importing_verl(frozenlake_data, tmp_path):
+    """Trinity's validator imports verl only to read its version (torch's compiler comes with it): the
+    launcher reads it from the package's metadata, so a dry run never loads verl."""
+    import subprocess
+
+    script = "frozenlake/main.py"
+    argv = [script, "--dry-run", "--gpus", "1", "--data-dir", str(frozenlake_data), "--checkpoint-dir", str(tmp_path)]
+    probe = (f"import runpy, sys\nsys.argv = {argv!r}\ntry:\n"
+             f"    runpy.run_path({script!r}, run_name='__main__')\nexcept SystemExit:\n    pass\n"
+             f"print('verl loaded:', 'verl' in sys.modules)")
+    result = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert "dry run: the config is valid" in result.stdout, result.stderr[-2000:]
+    assert result.stdout.strip().splitlines()[-1] == "verl loaded: False"
+
+
+def test_verls_version_is_read_as_trinity_reads_it_and_a_moved_check_fails():
+    import types
+
+    import trinity.trainer.trainer as trainer_module
+
+    from rftkit import trinity_config
+
+    original = getattr(trainer_module.is_verl_legacy, "_rftkit_original", trainer_module.is_verl_legacy)
+    copy = types.SimpleNamespace(is_verl_legacy=original)
+    trinity_config.verl_version_from_metadata(copy)
+    assert copy.is_verl_legacy is not original and copy.is_verl_legacy() == original() is False
+
+    def moved():
+        return False
+
+    with pytest.raises(RuntimeError, match="no longer reads verl's version"):
+        trinity_config.verl_version_from_metadata(types.SimpleNamespace(is_verl_legacy=moved))

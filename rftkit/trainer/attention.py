@@ -28,6 +28,7 @@ as a package of that name is found, and a stand-in breaks the engine.
 from __future__ import annotations
 
 import importlib.util
+from pathlib import Path
 
 from rftkit.trainer import VARLEN_ATTENTION
 from rftkit.trainer.import_patch import patch_on_import
@@ -78,11 +79,13 @@ def choose(requested: str | None, config: dict, settings: dict | None = None) ->
 
 def has_varlen_kernel() -> bool:
     """Whether this torch has `torch.nn.attention.varlen`, the kernels the varlen path runs on CUDA.
-    Found, not imported: importing it loads torch's compiler, seconds that a dry run does not need."""
-    try:
-        return importlib.util.find_spec("torch.nn.attention.varlen") is not None
-    except ModuleNotFoundError:  # no torch.nn.attention at all
-        return False
+    Looked up as a file in torch's folder: finding the submodule with importlib would import torch
+    itself, seconds that a dry run does not need."""
+    torch = importlib.util.find_spec("torch")
+    attention = [Path(folder) / "nn" / "attention" for folder in (torch.submodule_search_locations or ())] \
+        if torch is not None else []
+    return any((folder / "varlen.py").is_file() or (folder / "varlen" / "__init__.py").is_file()
+               for folder in attention)
 
 
 def describe(config: dict) -> str:
