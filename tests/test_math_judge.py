@@ -32,6 +32,43 @@ def test_judge_scores_equivalent_and_wrong_answers(reply, truth, accuracy, fmt):
     assert out.metrics == {"accuracy": accuracy, "format": fmt}
 
 
+@pytest.mark.parametrize("boxed,truth,accuracy", [
+    # percent written in LaTeX
+    ("50\\%", "50", 1.0), ("51\\%", "50", 0.0),
+    ("50\\,\\%", "50", 1.0), ("51\\,\\%", "50", 0.0),
+    ("50%", "50", 1.0), ("51%", "50", 0.0),
+    # a unit or noun after the number, plain or in \text{}
+    ("50 dollars", "50", 1.0), ("51 dollars", "50", 0.0),
+    ("50 dollar", "50", 1.0), ("51 dollar", "50", 0.0),
+    ("50 cookies", "50", 1.0), ("51 cookies", "50", 0.0),
+    ("50 people", "50", 1.0), ("51 people", "50", 0.0),
+    ("\\text{50 dollars}", "50", 1.0), ("\\text{51 dollars}", "50", 0.0),
+    ("50 \\text{ dollars}", "50", 1.0), ("51 \\text{ dollars}", "50", 0.0),
+    ("50 students", "50", 1.0), ("51 students", "50", 0.0),
+    ("50 miles", "50", 1.0), ("51 miles", "50", 0.0),
+    ("50 percent", "50", 1.0), ("51 percent", "50", 0.0),
+    ("-50 dollars", "-50", 1.0), ("-50 dollars", "50", 0.0),
+    # thousands separators
+    ("18,000", "18000", 1.0), ("18,001", "18000", 0.0),
+    ("18{,}000", "18000", 1.0), ("18{,}001", "18000", 0.0),
+    ("18\\,000", "18000", 1.0), ("18\\,001", "18000", 0.0),
+    ("18{,}000 dollars", "18000", 1.0), ("18{,}001 dollars", "18000", 0.0),
+    # money
+    ("$50", "50", 1.0), ("$51", "50", 0.0),
+    ("\\$50", "50", 1.0), ("\\$51", "50", 0.0),
+    ("\\$18,000", "18000", 1.0), ("\\$18,001", "18000", 0.0),
+    # words that change the number, or more than one number: never reduced to the first number
+    ("5 hundred", "5", 0.0), ("2 dozen", "2", 0.0), ("3 and a half", "3", 0.0), ("5 squared", "5", 0.0),
+    ("5k", "5", 0.0), ("50 \\times 2", "50", 0.0), ("1,2 dollars", "12", 0.0),
+])
+def test_judge_scores_units_percent_separators_and_money(boxed, truth, accuracy):
+    task = {"question": "?", "answer": f"Some working.\n#### {truth}"}
+    reply = f"So the answer is \\boxed{{{boxed}}}."
+    out = asyncio.run(gsm8k_judge(task, Msg("react_agent", reply, "assistant"), None))
+    assert out.reward == accuracy
+    assert out.metrics == {"accuracy": accuracy, "format": 1.0}
+
+
 def test_math_verify_adds_what_trinity_misses():
     fn = MathBoxedRewardFn()
     assert fn(response="\\boxed{\\frac{1}{2}}", truth="0.5")["accuracy"] == 0.0
