@@ -222,7 +222,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument("--steps", type=int, default=400, help="selection steps per selector")
     parser.add_argument("--tasks", type=int, default=2000, help="tasks in the simulated taskset")
-    parser.add_argument("--data", type=Path, help="a real split (.parquet) with reference pass-rate columns instead")
+    parser.add_argument("--data", type=Path, help="a real split (.parquet) with reference pass-rate columns, "
+                                                   "instead of --tasks simulated ones")
     parser.add_argument("--features", nargs=2, default=list(FEATURES), metavar=("WEAK", "STRONG"),
                         help="--data's pass-rate columns (default: %(default)s)")
     parser.add_argument("--out", type=Path, default=Path("outputs/bots_selector.png"),

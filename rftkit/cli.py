@@ -7,10 +7,17 @@ import argparse
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
     """The description as written (a script's docstring), and after each option's help its default,
-    unless it has none (None, False, an empty list) or the help already names it."""
+    unless it has none (None, False, an empty list) or the help already names it. A default of 0 is
+    one: it equals False, so it is told apart by identity."""
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
-        if "%(default)" in text or action.default in (None, False, [], argparse.SUPPRESS):
+        if "%(default)" in text or not has_default(action):
             return text
         return f"{text} (default: %(default)s)".strip()
+
+
+def has_default(action: argparse.Action) -> bool:
+    """Whether --help has a default to show for the action: not None, False, [] or SUPPRESS (0 and 0.0 are)."""
+    return not (action.default is None or action.default is False or action.default is argparse.SUPPRESS
+                or (isinstance(action.default, list) and action.default == []))

