@@ -59,12 +59,21 @@ def _fmt(value: float | None) -> str:
 
 
 def report_rows(report: dict) -> list[str]:
-    """report.md below the metric table's head: the figures, then success by map size and how episodes ended."""
+    """report.md below the metric table's head: the figures, the model beside the baselines on the same maps,
+    success by map size and how episodes ended."""
     low, high = report["success_rate_ci95"]
     lines = [f"| success rate | {report['success_rate']:.3f} (95% CI {low:.3f}-{high:.3f}) |",
              f"| mean steps | {_fmt(report['mean_steps'])} |",
-             f"| invalid-action rate | {_fmt(report['invalid_action_rate'])} |", "",
-             "| map size | episodes | success rate | 95% CI |", "|---|---|---|---|"]
+             f"| invalid-action rate | {_fmt(report['invalid_action_rate'])} |"]
+    baselines = report.get("baselines", {})
+    if baselines:
+        lines += ["", "| policy, same maps and seeds | success rate (95% CI) | invalid-action rate | mean steps |",
+                  "|---|---|---|---|"]
+        for name, r in {"this model": report, **baselines}.items():
+            low, high = r["success_rate_ci95"]
+            lines.append(f"| {name} | {r['success_rate']:.3f} ({low:.3f}-{high:.3f}) | "
+                         f"{_fmt(r['invalid_action_rate'])} | {_fmt(r['mean_steps'])} |")
+    lines += ["", "| map size | episodes | success rate | 95% CI |", "|---|---|---|---|"]
     lines += [f"| {s}x{s} | {v['n']} | {v['rate']:.3f} | {v['ci95'][0]:.3f}-{v['ci95'][1]:.3f} |"
               for s, v in report["by_size"].items()]
     lines += ["", "| episode ended by | episodes |", "|---|---|"]
@@ -73,18 +82,34 @@ def report_rows(report: dict) -> list[str]:
 
 
 def chart(report: dict):
-    """chart.png's figure: success by map size, and how episodes ended."""
-    from rftkit.reports.plots import plt, rate_bars
+    """chart.png's figure: success and invalid moves beside the baselines, success by map size against them,
+    and how episodes ended."""
+    from rftkit.reports.plots import plt
 
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
-    sizes = report["by_size"]
-    rate_bars(left, [f"{s}x{s}" for s in sizes], [v["rate"] for v in sizes.values()],
-              [v["ci95"] for v in sizes.values()], "success rate (95% CI)")
-    left.set_title(f"success by map size (overall {report['success_rate']:.2f})")
+    fig, (overall, by_size, ends) = plt.subplots(1, 3, figsize=(14, 4.2))
+    policies = {"this model": report, **report.get("baselines", {})}
+    width = 0.8 / len(policies)
+    for i, (name, r) in enumerate(policies.items()):
+        low, high = r["success_rate_ci95"]
+        x = i * width - 0.4 + width / 2
+        overall.bar(x, r["success_rate"], width, color=f"C{i}", label=name,
+                    yerr=[[r["success_rate"] - low], [high - r["success_rate"]]], capsize=4)
+        overall.bar(1 + x, r["invalid_action_rate"] or 0.0, width, color=f"C{i}")
+        sizes = r["by_size"]
+        by_size.plot([int(s) for s in sizes], [v["rate"] for v in sizes.values()], marker="o", color=f"C{i}",
+                     label=name, linewidth=3 if i == 0 else 1.5)
+    overall.set_xticks([0, 1], ["success rate (95% CI)", "invalid-move rate"])
+    overall.set_title(f"overall: success {report['success_rate']:.2f}")
+    by_size.set_xticks([int(s) for s in report["by_size"]])
+    by_size.set_xlabel("map size")
+    by_size.set_title("success rate by map size")
+    for ax in (overall, by_size):  # room above the bars for the legend
+        ax.set_ylim(0, 1.3)
+        ax.legend(ncol=3, loc="upper center", fontsize="small")
     reasons = report["termination"]
-    right.bar(list(reasons), list(reasons.values()), color="tab:gray")
-    right.set_title("how episodes ended")
-    right.set_ylabel("episodes")
+    ends.bar(list(reasons), list(reasons.values()), color="tab:gray")
+    ends.set_title("how this model's episodes ended")
+    ends.set_ylabel("episodes")
     return fig
 
 

@@ -9,7 +9,9 @@ Models: `oracle` and `random` (FrozenLake baselines), `openai` (any OpenAI-compa
 endpoint, e.g. `vllm serve` of a trained checkpoint; key from --api-key-env), and
 `local` (llama.cpp on 127.0.0.1 with a small GGUF: a smoke model, not a policy).
 
-Writes report.json, report.md, chart.png and episodes.jsonl (every transcript) to --out.
+Writes report.json, report.md, chart.png and episodes.jsonl (every transcript) to --out. A model is
+reported beside the example's baselines (FrozenLake: random and oracle) on the same tasks and seeds,
+and report.json says what the model was (a GGUF file and its sha256, an endpoint and model name).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import hashlib
 import json
 import os
 import sys
@@ -60,8 +63,9 @@ class SeedPerCallModel(OpenAIChatModel):
 
 
 @contextlib.contextmanager
-def model_factory(args):
-    """Yield `make_model(episode_number)`, one chat model per episode (and keep any local server up meanwhile)."""
+def model_factory(args, identity: dict):
+    """Yield `make_model(episode_number)`, one chat model per episode (and keep any local server up meanwhile);
+    what the model is goes into `identity` (report.json's `model_source`)."""
     def openai_model(base_url: str, name: str, api_key: str):
         return lambda episode_number: SeedPerCallModel(
             seed=args.seed + CALLS_PER_EPISODE_MAX * episode_number,
@@ -70,15 +74,41 @@ def model_factory(args):
 
     baselines = EXAMPLES[args.task].report().BASELINES
     if args.model in baselines:
+        identity["policy"] = args.model
         yield lambda episode_number: baselines[args.model](args.seed + episode_number)
     elif args.model == "openai":
+        identity.update(base_url=args.base_url, model_name=args.model_name)
         yield openai_model(args.base_url, args.model_name, os.environ.get(args.api_key_env, "EMPTY"))
     else:
         from rftkit.reports.local_llm import LocalLLMServer
 
         with LocalLLMServer(args.gguf, threads=args.threads, context=args.context,
                             parallel=args.concurrency) as server:
+            identity.update(file=str(server.gguf.resolve()), sha256=sha256(server.gguf))
             yield openai_model(server.base_url, server.gguf.stem, "EMPTY")
+
+
+def sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def play_baselines(example: Example, tasks: list[dict], args) -> dict:
+    """Each of the example's baseline policies (FrozenLake: random, oracle) summed up on the same tasks,
+    repeats and seeds as the model: the scale a model's figures are read against. Empty for a baseline's
+    own evaluation, and for an example without baselines."""
+    report_module = example.report()
+    if args.model in report_module.BASELINES:
+        return {}
+    results = {}
+    for name, policy in report_module.BASELINES.items():
+        episodes = asyncio.run(run_episodes(tasks, report_module.play, lambda n, policy=policy: policy(args.seed + n),
+                                            args.repeats, args.concurrency, args.timeout, progress=False))
+        results[name] = report_module.summarize(episodes)
+    return results
 
 
 # ---------------------------------------------------------------- reports
@@ -164,22 +194,30 @@ def main(argv: list[str] | None = None) -> int:
     tasks = open_split(split_file, example.task_columns, "--data").read().to_pylist()[: args.limit]
     model_label = args.model_name if args.model == "openai" else args.model
     play = example.report().play
+    identity: dict = {}
     try:
-        with model_factory(args) as make_model:
+        with model_factory(args, identity) as make_model:
             episodes = asyncio.run(run_episodes(tasks, play, make_model, args.repeats, args.concurrency,
                                                 args.timeout))
     except FileNotFoundError as exc:
         parser.error(str(exc))
     report = example.report().summarize(episodes)
-    header = {"task": args.task, "split": str(split_file), "model": model_label, "tasks": len(tasks),
-              "repeats": args.repeats, "temperature": args.temperature, "max_tokens": args.max_tokens}
+    baselines = play_baselines(example, tasks, args)
+    if baselines:
+        report["baselines"] = baselines
+    header = {"task": args.task, "split": str(split_file), "model": model_label, "model_source": identity,
+              "tasks": len(tasks), "repeats": args.repeats, "temperature": args.temperature,
+              "max_tokens": args.max_tokens}
     write_outputs(args.out, example, report, header, episodes)
     print(markdown(example, report, header))
     print(f"wrote report.json, report.md, chart.png, episodes.jsonl to {args.out}")
-    if episodes and report["errors"] == len(episodes):
+    # An episode whose model call failed: an exception out of the episode, or one the workflow caught (it
+    # ends the episode as "model_error", the last line of the response saying why).
+    failed = [e["error"] or e["response"].splitlines()[-1] for e in episodes
+              if e["error"] is not None or e.get("reason") == "model_error"]
+    if episodes and len(failed) == len(episodes):
         # a score of 0 that says nothing about the model: the endpoint or the set-up is wrong
-        print(f"error: all {len(episodes)} episodes ended in an error, the first: {episodes[0]['error']}",
-              file=sys.stderr)
+        print(f"error: all {len(episodes)} episodes ended in a model error, the first: {failed[0]}", file=sys.stderr)
         return 1
     return 0
 

@@ -71,6 +71,37 @@ def test_report_files_agree_with_the_episodes(frozenlake_data, tmp_path):
     md = (tmp_path / "report.md").read_text()
     assert f"| success rate | {wins / 60:.3f}" in md and "| episode ended by | episodes |" in md
     assert (tmp_path / "chart.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "baselines" not in report and report["model_source"] == {"policy": "random"}
+
+
+def test_a_model_is_reported_beside_the_baselines_on_the_same_maps_and_seeds(frozenlake_data, tmp_path):
+    def always_left(body):
+        return "```Left```"
+
+    flags = ["--task", "frozenlake", "--data", str(frozenlake_data), "--limit", "12", "--repeats", "2", "--seed", "3"]
+    with FakeVLLMServer(always_left) as server:
+        report, _ = run(tmp_path / "model", *flags, "--model", "openai", "--base-url", server.url + "/v1",
+                        "--model-name", "left")
+    random_alone, _ = run(tmp_path / "random", *flags, "--model", "random")
+    oracle_alone, _ = run(tmp_path / "oracle", *flags, "--model", "oracle")
+    baselines = report["baselines"]
+    for name, alone in (("random", random_alone), ("oracle", oracle_alone)):
+        alone = {key: value for key, value in alone.items() if key in baselines[name]}
+        assert json.loads(json.dumps(baselines[name])) == alone, f"{name} on the same maps and seeds"
+    assert baselines["oracle"]["success_rate"] == 1.0 and report["invalid_action_rate"] == 0.0
+    assert report["model_source"] == {"base_url": server.url + "/v1", "model_name": "left"}
+    md = (tmp_path / "model" / "report.md").read_text()
+    assert "| policy, same maps and seeds |" in md
+    assert f"| random | {random_alone['success_rate']:.3f}" in md and "| oracle | 1.000" in md
+
+
+def test_an_endpoint_that_fails_every_call_fails_the_run_with_its_error(frozenlake_data, tmp_path, capsys):
+    with FakeVLLMServer(lambda body: "```Left```") as server:  # the path lacks /v1: every call is a 404
+        code = evaluate.main(["--task", "frozenlake", "--data", str(frozenlake_data), "--limit", "3", "--model",
+                              "openai", "--base-url", server.url, "--model-name", "x", "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "error: all 3 episodes ended in a model error, the first: " in err and "404" in err.splitlines()[-1]
 
 
 def test_failures_are_recorded_per_episode_and_the_run_goes_on():
@@ -126,7 +157,7 @@ def test_a_server_that_refuses_the_tool_fails_the_run_with_its_error(tmp_path, c
     assert code == 1
     assert server.requests and all(body["tools"] for body in server.requests)
     error = capsys.readouterr().err
-    assert "all 2 episodes ended in an error" in error and "--enable-auto-tool-choice" in error
+    assert "all 2 episodes ended in a model error" in error and "--enable-auto-tool-choice" in error
 
 
 def test_the_served_engine_gets_the_configs_parsers(tmp_path):
@@ -189,6 +220,11 @@ def test_local_llm_episodes_run_and_malformed_actions_are_recorded(frozenlake_da
     report, episodes = run(tmp_path, "--task", "frozenlake", "--data", str(frozenlake_data), "--model", "local",
                            "--limit", "2", "--max-tokens", "16", "--concurrency", "2")
     assert report["episodes"] == 2 and report["errors"] == 0
+    import hashlib
+
+    gguf = default_gguf()
+    assert report["model_source"] == {"file": str(gguf.resolve()),
+                                      "sha256": hashlib.sha256(gguf.read_bytes()).hexdigest()}
     for episode in episodes:
         assert episode["reason"] in ("goal", "hole", "max_steps")
         turns = episode["turns"]

@@ -86,13 +86,14 @@ async def run_episodes(
     repeats: int = 1,
     concurrency: int = 4,
     timeout: float = 600.0,
+    progress: bool = True,
 ) -> list[dict[str, Any]]:
     """Play every task `repeats` times, `concurrency` at once; one record per episode, in task order.
 
     `make_model(episode_number)` gives each episode its own model (a seeded
     policy can seed from the number, so results do not depend on scheduling).
     `play(task, model)` returns the episode's fields (at least `reward`). An
-    exception or a timeout becomes `{"reward": 0.0, "error": ...}` instead.
+    exception or a timeout becomes `{"reward": 0.0, "error": ...}` instead. `progress`: a progress bar.
     """
     limit = asyncio.Semaphore(concurrency)
     jobs = [(i, task, r) for i, task in enumerate(tasks) for r in range(repeats)]
@@ -112,7 +113,7 @@ async def run_episodes(
             return record
 
     records = []
-    with tqdm(total=len(jobs), desc="episodes", unit="ep") as bar:
+    with tqdm(total=len(jobs), desc="episodes", unit="ep", disable=not progress) as bar:
         for finished in asyncio.as_completed([one(n, *job) for n, job in enumerate(jobs)]):
             records.append(await finished)
             bar.update()
