@@ -1,0 +1,161 @@
+"""Start-up, measured: the same FrozenLake launch under several settings, one after the other, in one hold.
+
+    python -m experiments.startup MODEL --out OUT --data DIR [--minutes 9] \\
+        --variant default --variant runners-at-once=explorer.runner_prepare_concurrency=64
+
+MODEL is a Hugging Face model folder, or a GGUF file, which transformers turns into one (in
+<out>/model, once). Each variant is `frozenlake/main.py` with the learning run's settings (8 maps
+of 16 rollouts a step, 64 workflow runners, no evaluation, no checkpoints) plus its own `--set`
+values (NAME=KEY=VALUE,KEY=VALUE), stopped --minutes after its launch as Ctrl-C would. The
+variants run in the order given, on the same machine, so their figures compare.
+
+From each launch's start-up timeline (`startup.jsonl`, which every launch writes: rftkit.startup)
+and the explorer's tensorboard file it reports: when each phase ended, launch to the first explore
+step, the episodes finished in the first 5 minutes from the launch, and episodes per second over the
+exploring it did (a faster start must not cost rollout speed). Writes <out>/startup.md (the tables)
+and <out>/startup.png (each variant's phases on one time axis); `--report-only` redraws them from
+the variants' folders.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from frozenlake.example import FROZENLAKE
+from rftkit import startup
+from rftkit.cli import HelpFormatter
+from rftkit.files import atomic_paths
+from runkit.commands import launch_command
+from runkit.runs import job_dir
+from runkit.serving import model_folder
+from runkit.steps import log, run_step
+
+# The learning run's rollout settings (experiments/frozenlake_learning): what start-up is measured for.
+SETTINGS = {"buffer.batch_size": 8, "algorithm.repeat_times": 16, "explorer.runner_per_model": 64,
+            "explorer.eval_on_startup": False, "explorer.eval_interval": 10 ** 6,
+            "trainer.save_interval": 10 ** 6, "buffer.train_batch_size": 256}
+FIRST_MINUTES = 5  # episodes finished this long after the launch: what a faster start buys
+EPISODES = "rollout/finished_task_count"  # tasks an explore step finished; each is `repeat_times` episodes
+
+
+def parse_variant(text: str) -> tuple[str, list[str]]:
+    """NAME or NAME=KEY=VALUE,KEY=VALUE -> (NAME, ["KEY=VALUE", ...])."""
+    name, _, settings = text.partition("=")
+    if not name or "/" in name:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected NAME or NAME=KEY=VALUE,KEY=VALUE")
+    pairs = [pair for pair in settings.split(",") if pair] if settings else []
+    for pair in pairs:
+        if "=" not in pair:
+            raise argparse.ArgumentTypeError(f"{text!r}: {pair!r} is not KEY=VALUE")
+    return name, pairs
+
+
+def measure(variant: Path, group: int) -> dict:
+    """A variant's figures from its run folder (below <variant>/checkpoints)."""
+    run = job_dir(variant / "checkpoints")
+    if run is None:
+        raise SystemExit(f"error: {variant}: no run below checkpoints/ (did the launch start?)")
+    entries = startup.read(run / startup.FILE_NAME)
+    if not entries or entries[0]["phase"] != "launch":
+        raise SystemExit(f"error: {run / startup.FILE_NAME}: no start-up timeline")
+    zero = entries[0]["at"]
+    phases = {entry["phase"]: entry["at"] - zero for entry in entries[1:]}
+    from rftkit.reports.tensorboard import read_points
+
+    try:
+        steps = read_points(run / "monitor" / "tensorboard" / "explorer").get(EPISODES, [])
+    except FileNotFoundError:
+        steps = []
+    done = [(point.wall_time - zero, point.value * group) for point in steps]
+    first_step = phases.get("first explore step")
+    exploring_from = phases.get("first weights sent to the engine", first_step)
+    rate = None
+    if done and exploring_from is not None and done[-1][0] > exploring_from:
+        rate = sum(episodes for _, episodes in done) / (done[-1][0] - exploring_from)
+    return {"phases": phases, "first explore step": first_step,
+            "episodes in the first minutes": sum(episodes for t, episodes in done if t <= FIRST_MINUTES * 60),
+            "episodes per second": rate, "explore steps": len(done)}
+
+
+def report(out: Path, variants: list[str], group: int) -> str:
+    """startup.md (returned) and startup.png from the variants' folders below `out`."""
+    from rftkit.reports.plots import plt, save_png
+
+    results = {name: measure(out / name, group) for name in variants}
+    phases = list(dict.fromkeys(phase for r in results.values() for phase in r["phases"]))
+
+    def seconds(value: float | None) -> str:
+        return "-" if value is None else f"{value:.0f}"
+
+    lines = ["| seconds from launch | " + " | ".join(variants) + " |", "|---|" + "---|" * len(variants)]
+    lines += [f"| {phase} | " + " | ".join(seconds(results[v]["phases"].get(phase)) for v in variants) + " |"
+              for phase in phases]
+    lines += ["", "| | " + " | ".join(variants) + " |", "|---|" + "---|" * len(variants),
+              "| launch to the first explore step (s) | "
+              + " | ".join(seconds(results[v]["first explore step"]) for v in variants) + " |",
+              f"| episodes finished in the first {FIRST_MINUTES} minutes | "
+              + " | ".join(f"{results[v]['episodes in the first minutes']:.0f}" for v in variants) + " |",
+              "| episodes per second while exploring | "
+              + " | ".join("-" if results[v]["episodes per second"] is None
+                           else f"{results[v]['episodes per second']:.1f}" for v in variants) + " |",
+              "| explore steps | " + " | ".join(str(results[v]["explore steps"]) for v in variants) + " |"]
+    text = "\n".join(lines) + "\n"
+
+    fig, ax = plt.subplots(figsize=(10, 1.2 + 0.5 * len(phases) * len(variants) / 3))
+    for i, name in enumerate(variants):
+        ends = results[name]["phases"]
+        ax.scatter(list(ends.values()), [i] * len(ends), color=f"C{i}", zorder=3)
+        for phase, at in ends.items():
+            ax.annotate(phase, (at, i), textcoords="offset points", xytext=(2, 6), rotation=30, fontsize=7)
+    ax.set_yticks(range(len(variants)), variants)
+    ax.set_ylim(-0.5, len(variants) + 0.5)
+    ax.set_xlabel("seconds from launch")
+    ax.set_title("when each start-up phase ended")
+    fig.tight_layout()
+    with atomic_paths(out / "startup.png", out / "startup.md") as (png, md):
+        save_png(fig, png)
+        md.write_text(text)
+    return text
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m experiments.startup", description=__doc__,
+                                     formatter_class=HelpFormatter)
+    parser.add_argument("model", type=Path, nargs="?", help="HF model folder, or a .gguf file to convert")
+    parser.add_argument("--out", type=Path, required=True, help="a folder per variant, and the report")
+    parser.add_argument("--data", type=Path, help="FrozenLake train and test splits (required unless --report-only)")
+    parser.add_argument("--variant", action="append", type=parse_variant, required=True, metavar="NAME[=K=V,...]",
+                        help="a variant to launch, in order: a name and its --set values")
+    parser.add_argument("--minutes", type=float, default=9, help="each variant's wall time from its launch")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="passed to every variant's launch, before its own values")
+    parser.add_argument("--report-only", action="store_true", help="only redraw the report from <out>/<variant>/")
+    args = parser.parse_args(argv)
+    names = [name for name, _ in args.variant]
+    if len(set(names)) != len(names):
+        parser.error(f"--variant: each name once, got {names}")
+    group = SETTINGS["algorithm.repeat_times"]
+    if not args.report_only:
+        if args.model is None or args.data is None:
+            parser.error("model and --data: required unless --report-only")
+        if not args.model.exists():
+            parser.error(f"model: no such file or folder: {args.model}")
+        if not (args.data / "train.parquet").is_file():
+            parser.error(f"--data {args.data}: no train.parquet there (scripts/get_frozenlake_data.py makes it)")
+        out = args.out.resolve()
+        model = model_folder(args.model, out / "model")
+        for name, settings in args.variant:
+            command = launch_command(FROZENLAKE, model=model, checkpoints=out / name / "checkpoints",
+                                     data={"train": args.data.resolve(), "eval": args.data.resolve()},
+                                     settings=SETTINGS, extra=[*args.set, *settings])
+            log(f"variant {name}: {args.minutes:g} minutes")
+            run_step(command, out / name / "train.log", label=f"variant {name}", timeout=args.minutes * 60,
+                     on_timeout="interrupt", check=True)
+    print(report(args.out, names, group), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,75 @@
+"""experiments/startup.py: each variant's launch passes Trinity's checker, and the report reads the timelines right."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from experiments import startup as bench
+from frozenlake.example import FROZENLAKE
+from rftkit import startup
+from runkit.commands import launch_command
+
+from conftest import dry_run, write_scalars
+
+LAUNCH = 1_800_000_000.0
+
+
+def recorded_variant(out, name, phases, steps):
+    """A variant's folder as a launch leaves it: the timeline (seconds after LAUNCH) and the explorer's
+    finished tasks per explore step (seconds after LAUNCH, tasks)."""
+    run = out / name / "checkpoints" / "AgentScope-FrozenLake" / "frozenlake-grpo"
+    (run / "log").mkdir(parents=True)
+    lines = [{"phase": "launch", "at": LAUNCH, "pid": 1}]
+    lines += [{"phase": phase, "at": LAUNCH + at, "pid": 2} for phase, at in phases.items()]
+    (run / startup.FILE_NAME).write_text("".join(json.dumps(line) + "\n" for line in lines))
+    write_scalars(run, "explorer", {bench.EPISODES: [(i + 1, tasks, LAUNCH + at) for i, (at, tasks) in
+                                                     enumerate(steps)]})
+
+
+def test_the_report_reads_phases_first_minutes_and_rollout_speed(tmp_path):
+    recorded_variant(tmp_path, "default", {"Ray connected": 30, "first weights sent to the engine": 320,
+                                           "first explore step": 334},
+                     [(334, 8), (350, 8), (366, 8), (382, 8)])
+    recorded_variant(tmp_path, "fast", {"Ray connected": 30, "first weights sent to the engine": 150,
+                                        "first explore step": 162},
+                     [(162, 8), (176, 8), (190, 8), (290, 8), (310, 8)])
+    text = bench.report(tmp_path, ["default", "fast"], group=16)
+    assert "| launch to the first explore step (s) | 334 | 162 |" in text
+    # within 300 s of the launch: none of default's steps, four of fast's (8 tasks x 16 rollouts each)
+    assert "| episodes finished in the first 5 minutes | 0 | 512 |" in text
+    # episodes over the time from the first weights to the last step: 4 x 128 / 62 s and 5 x 128 / 160 s
+    assert f"| episodes per second while exploring | {512 / 62:.1f} | {640 / 160:.1f} |" in text
+    assert "| Ray connected | 30 | 30 |" in text
+    assert (tmp_path / "startup.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (tmp_path / "startup.md").read_text() == text
+
+
+def test_a_variant_that_never_started_is_named(tmp_path):
+    (tmp_path / "default").mkdir()
+    with pytest.raises(SystemExit, match="default: no run below checkpoints"):
+        bench.report(tmp_path, ["default"], group=16)
+
+
+@pytest.mark.parametrize("text,expected", [("default", ("default", [])),
+                                           ("fast=a.b=1,c=x", ("fast", ["a.b=1", "c=x"]))])
+def test_variants_are_a_name_and_their_settings(text, expected):
+    assert bench.parse_variant(text) == expected
+
+
+@pytest.mark.parametrize("text", ["=a=1", "fast=a", "x/y"])
+def test_a_malformed_variant_is_refused(text):
+    import argparse
+
+    with pytest.raises(argparse.ArgumentTypeError):
+        bench.parse_variant(text)
+
+
+def test_a_variants_launch_passes_trinitys_checker_with_its_settings_last(sample_work, tmp_path):
+    data = sample_work / "data" / "frozenlake"
+    command = launch_command(FROZENLAKE, model=Path("Qwen/Qwen2.5-0.5B-Instruct"), checkpoints=tmp_path / "ckpt",
+                             data={"train": data, "eval": data}, settings=bench.SETTINGS,
+                             extra=["explorer.runner_prepare_concurrency=64", "explorer.runner_per_model=32"])
+    out = dry_run(command, gpus=1)
+    assert "runners/engine 32" in out  # the variant's value wins over the benchmark's 64
+    assert "group 16, batch 8 tasks" in out
