@@ -45,7 +45,7 @@ from runkit.serving import model_folder, parser_flags, thinks, vllm_server
 from runkit.steps import log, run_step
 from runkit.training_flags import check_model_and_length
 
-REPO = Path(__file__).resolve().parent.parent  # the checkout: the default folders are below it
+from rftkit.example import REPO  # the checkout's root
 
 CONFIGS = MATH.configs  # task selector -> config file
 DEFAULT_FEATURES = ["smollm2_pass_rate", "qwen_coder_0.5b_pass_rate"]

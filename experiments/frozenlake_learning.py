@@ -39,7 +39,7 @@ from runkit.serving import model_folder, parser_flags, vllm_server
 from runkit.steps import log, run_step
 from runkit.training_flags import check_model_and_length
 
-REPO = Path(__file__).resolve().parent.parent  # the checkout: the default folders are below it
+from rftkit.example import REPO  # the checkout's root
 
 # The rollouts' success, invalid moves and episode length; and the policy version the trainer's batch
 # was sampled from, which shows how far training lags the rollouts (one experience per move means an

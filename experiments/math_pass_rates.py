@@ -31,7 +31,7 @@ from runkit.commands import evaluate_command
 from runkit.serving import model_folder, parser_flags, vllm_server
 from runkit.steps import log, run_step
 
-REPO = Path(__file__).resolve().parent.parent  # the checkout: the default folders are below it
+from rftkit.example import REPO  # the checkout's root
 
 
 def model_pairs(values: list[str], parser: argparse.ArgumentParser) -> list[tuple[str, Path]]:

@@ -69,7 +69,7 @@ from rftkit.overrides import REF_DTYPE_KEY
 from runkit.serving import free_port
 from runkit.steps import run_step
 
-REPO = Path(__file__).resolve().parent.parent  # the checkout: the configs and the default output folder
+from rftkit.example import REPO  # the checkout's root
 
 REF_OFFLOAD_KEY = "trainer.trainer_config.ref.fsdp_config.param_offload"  # rftkit.trainer.ref_model reads it
 

@@ -23,6 +23,8 @@ from frozenlake.reference import STRONG, WEAK, reference_pass_rates
 from rftkit.files import atomic_paths
 
 DEFAULT_DIR = "data/frozenlake"
+# The data script's defaults: map sides 2..6, 10,000 training and 100 test maps (upstream's), and the seed.
+MAP_MAX_SIZE, TRAIN_SIZE, TEST_SIZE, SEED = 6, 10000, 100, 42
 # What every task row must hold, as `rftkit.inputs` kinds: its map is generate_map(size, p, seed).
 TASK_COLUMNS = {"seed": "integer", "size": "integer", "p": "number"}
 
@@ -87,9 +89,9 @@ def solvable_tasks(count: int, map_max_size: int, env_max_steps: int, seed: int,
     return rows
 
 
-def write_dataset(local_dir: str | Path = DEFAULT_DIR, map_max_size: int = 6, train_size: int = 10000,
-                  test_size: int = 100, env_max_steps: int = ENV_MAX_STEPS, seed: int = 42,
-                  progress: bool = True) -> dict[str, Path]:
+def write_dataset(local_dir: str | Path = DEFAULT_DIR, map_max_size: int = MAP_MAX_SIZE,
+                  train_size: int = TRAIN_SIZE, test_size: int = TEST_SIZE, env_max_steps: int = ENV_MAX_STEPS,
+                  seed: int = SEED, progress: bool = True) -> dict[str, Path]:
     """Write `train.parquet` and `test.parquet` (disjoint maps) to `local_dir`; return their paths."""
     check_settings(map_max_size, train_size, test_size, env_max_steps)
     rows = solvable_tasks(train_size + test_size, map_max_size, env_max_steps, seed, progress)

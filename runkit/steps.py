@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Literal
 
-REPO = Path(__file__).resolve().parent.parent  # steps run from the checkout: entry points are relative to it
+from rftkit.example import REPO  # the checkout's root
 PROGRESS_S = 30  # seconds between progress lines
 INTERRUPT_GRACE_S = (45, 60)  # seconds after the first and the second SIGINT
 STOP_POLL_S = 0.5  # seconds between two looks of a stop_when condition

@@ -8,7 +8,7 @@ import sys
 
 import pyarrow.parquet as pq
 
-from frozenlake.data import DEFAULT_DIR, write_dataset
+from frozenlake.data import DEFAULT_DIR, MAP_MAX_SIZE, SEED, TEST_SIZE, TRAIN_SIZE, write_dataset
 from frozenlake.env import ENV_MAX_STEPS
 from rftkit.cli import HelpFormatter
 from rftkit.files import check_writable
@@ -19,12 +19,12 @@ from rftkit.inputs import reports_input_errors
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     # upstream's flags are spelled with underscores; the hyphen spellings are the project's
-    parser.add_argument("--map_max_size", "--map-max-size", type=int, default=6,
+    parser.add_argument("--map_max_size", "--map-max-size", type=int, default=MAP_MAX_SIZE,
                         help="largest map side; sizes are 2..this, inclusive")
-    parser.add_argument("--train_size", "--train-size", type=int, default=10000, help="maps in the train split")
-    parser.add_argument("--test_size", "--test-size", type=int, default=100, help="maps in the test split")
+    parser.add_argument("--train_size", "--train-size", type=int, default=TRAIN_SIZE, help="maps in the train split")
+    parser.add_argument("--test_size", "--test-size", type=int, default=TEST_SIZE, help="maps in the test split")
     parser.add_argument("--local_dir", "--local-dir", default=DEFAULT_DIR, help="output folder (default: %(default)s)")
-    parser.add_argument("--seed", type=int, default=42, help="the same seed and flags give identical files")
+    parser.add_argument("--seed", type=int, default=SEED, help="the same seed and flags give identical files")
     parser.add_argument("--env_max_steps", "--env-max-steps", type=int, default=ENV_MAX_STEPS,
                         help="keep maps solvable in this many moves (an episode allows 10)")
     args = parser.parse_args(argv)

@@ -43,11 +43,11 @@ from math_bots.data import (
     write_split,
 )
 from rftkit.cli import HelpFormatter
+from rftkit.example import REPO
 from rftkit.files import atomic_paths, check_writable
 from rftkit.inputs import InputError, label, open_split, reports_input_errors
 
 BATCH_ROWS = 8192
-REPO = Path(__file__).resolve().parent.parent
 
 
 def record_batches(path: Path, flag: str | None):

@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+from rftkit.example import REPO  # the checkout's root
 
 
 @pytest.fixture(scope="session")

@@ -106,7 +106,7 @@ def test_a_dry_run_validates_with_trinity_without_importing_verl(frozenlake_data
     probe = (f"import runpy, sys\nsys.argv = {argv!r}\ntry:\n"
              f"    runpy.run_path({script!r}, run_name='__main__')\nexcept SystemExit:\n    pass\n"
              f"print('verl loaded:', 'verl' in sys.modules)")
-    result = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=120)
+    result = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert "dry run: the config is valid" in result.stdout, result.stderr[-2000:]
     assert result.stdout.strip().splitlines()[-1] == "verl loaded: False"
 

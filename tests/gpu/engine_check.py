@@ -33,7 +33,7 @@ from typing import Callable
 
 from rftkit.cli import HelpFormatter
 
-REPO = Path(__file__).resolve().parents[2]  # the probe runs as a module of the checkout: from its root
+from rftkit.example import REPO  # the checkout's root
 PROBE_TOKENS = list(range(1000, 1064))  # fixed ids inside any real vocabulary: only the weights vary
 TEMPERATURE = 1.0  # the engines' log-probabilities unscaled, as transformers gives them
 ENGINE_ACTOR = re.compile(r"_rollout_model_(\d+)_0$")  # Trinity's allocator: <explorer>_rollout_model_<engine>_<node>

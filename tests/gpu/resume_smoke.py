@@ -36,7 +36,7 @@ from runkit.sample_data import make_data
 from runkit.steps import last_line, run_step, wait_for_free_gpus
 from tests.gpu.smoke import SMOKE_SETTINGS, Check, command_for
 
-REPO = Path(__file__).resolve().parents[2]  # the checkout: the default output folder is below it
+from rftkit.example import REPO  # the checkout's root
 
 
 def launch_until_saved(command: list[str], checkpoints: Path, step: int, log: Path, timeout: float) -> bool:

@@ -52,7 +52,7 @@ from runkit.runs import job_dir
 from runkit.sample_data import SAMPLE_DATA, make_data, sample_data
 from runkit.steps import run_step
 
-REPO = Path(__file__).resolve().parents[2]  # the checkout: the default output folder is below it
+from rftkit.example import REPO  # the checkout's root
 
 STEPS = 2
 TASKS, GROUP = 4, 4  # tasks per step and rollouts per task: 16 rollouts a step
