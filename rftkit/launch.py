@@ -4,16 +4,17 @@ This file holds the flags and the launch itself, which reads top to bottom; each
 live in a room of their own. A launch goes:
 
 1. read the example's YAML as Trinity does (`${oc.env:...}` resolved), point its tasksets at the
-   data flags' folders, apply the command-line overrides, make relative paths absolute (Ray
-   workers do not share our working directory): `rftkit.overrides`;
+   data flags' folders, apply the command-line overrides (a `--set` key that Trinity's config has
+   no place for is refused first, with the nearest keys it has: `rftkit.trinity_config`), make
+   relative paths absolute (Ray workers do not share our working directory): `rftkit.overrides`;
 2. size the run to the GPUs: cluster shape, the config's rollout engines where they leave the
    trainer a GPU (else half the GPUs), a sequence-parallel size the trainer's GPUs hold; on a
    single GPU, one engine and the trainer share it (Trinity's `colocate` mode,
    `rftkit.trainer.colocate`): `rftkit.cluster`, which lists what it changed;
 3. check the data splits the config names (missing or bad data stops a dry run too);
 4. `--dry-run`: convert the config exactly as tune() does (agentscope's conversion, then
-   Trinity's `check_and_update`) and print a summary with what step 2 changed: no Ray, no GPU
-   (`rftkit.trinity_config`);
+   Trinity's `check_and_update`) and print a summary with what step 2 changed: no Ray, no GPU, and
+   none of Trinity's NO GPU DETECTED banner (`rftkit.trinity_config`);
 5. otherwise: refuse at once without a CUDA GPU, validate as in 4,
    check that the configured attention implementation can
    be loaded (`rftkit.trainer.attention`), put an explorer that got ahead of the
@@ -44,7 +45,7 @@ from rftkit import cluster, run_state, startup, supervise
 from rftkit.trainer import attention
 from rftkit.inputs import InputError
 from rftkit.overrides import apply_overrides, load_yaml, parse_override, resolve_config, write_yaml
-from rftkit.trinity_config import summarize, validate
+from rftkit.trinity_config import check_set_key, no_gpu_banner, summarize, validate
 
 NO_GPU_MESSAGE = """\
 error: training needs CUDA GPUs and none were found on this machine or in a running Ray cluster.
@@ -112,6 +113,8 @@ def launch(args: argparse.Namespace, workflow_func: Callable, judge_func: Callab
     for flag in ("gpus", "nodes", "engines"):
         if getattr(args, flag) is not None and getattr(args, flag) < 1:
             raise InputError(f"--{flag} must be at least 1, got {getattr(args, flag)}")
+    for key, _ in args.set_values:
+        check_set_key(key)
     raw = load_yaml(args.config)
     # Later entries win: the data flags (placed first), the path flags, then the attention, then each --set.
     overrides = {"model.model_path": args.model_path, "checkpoint_root_dir": args.checkpoint_dir}
@@ -143,10 +146,10 @@ def launch(args: argparse.Namespace, workflow_func: Callable, judge_func: Callab
         check_data(config)
 
     if args.dry_run:
-        print(summarize(validate(config, workflow_func, judge_func, args.config), attention_reason))
+        with no_gpu_banner():  # a dry run needs no GPU; a training run has one (it refuses at once without)
+            trinity_config = validate(config, workflow_func, judge_func, args.config)
+        print(summarize(trinity_config, attention_reason))
         print(f"adapted to this machine: {adapted_lines or 'nothing'}")
-        if gpus_detected == 0:
-            print("(Trinity's NO GPU DETECTED notice above only means it could not estimate GPU memory here.)")
         print("dry run: the config is valid; nothing was launched")
         return 0
 

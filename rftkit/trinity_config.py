@@ -1,18 +1,26 @@
 """Trinity's side of a launch: its plugins, its validation of the config, and the summary a dry run prints.
 
-`validate` builds the config exactly as tune() will (agentscope's conversion, then Trinity's
-`check_and_update`) without leaving anything behind; `summarize` says what that config will run.
+`check_set_key` refuses a `--set` key that Trinity's config has no place for; `validate` builds the
+config exactly as tune() will (agentscope's conversion, then Trinity's `check_and_update`) without
+leaving anything behind; `summarize` says what that config will run.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import difflib
 import importlib.metadata
+import logging
 import os
 import sys
 import tempfile
+import typing
 from pathlib import Path
-from types import ModuleType
+from types import ModuleType, UnionType
 from typing import Callable
+
+from omegaconf.errors import OmegaConfBaseException
 
 from rftkit.trainer import attention
 from rftkit.trainer.import_patch import patch_on_import, source_has
@@ -79,6 +87,88 @@ def verl_version_from_metadata(trainer_module: ModuleType) -> None:
         package.is_verl_legacy = is_verl_legacy
 
 
+NO_GPU_BANNER = "NO GPU DETECTED"  # the title of the box GPUMemoryValidator logs, as of Trinity-RFT 0.6.0
+
+
+class DropNoGpuBanner(logging.Filter):
+    """Drops a log record that holds Trinity's NO GPU DETECTED banner; every other record passes."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return NO_GPU_BANNER not in record.getMessage()
+
+
+@contextlib.contextmanager
+def no_gpu_banner(validator=None):
+    """While this runs, Trinity's GPU memory check (`validator`, by default the one check_and_update()
+    runs) does not log its NO GPU DETECTED banner; its other messages, and the other validators', show.
+
+    Without CUDA, Trinity-RFT 0.6.0's check logs the banner as an error and skips its estimate of the
+    trainer's GPU memory. A dry run on a machine without GPUs expects that, and there the banner reads
+    as a failure. Fails if the check no longer logs the banner as in 0.6.0, which this was written against.
+    """
+    if validator is None:
+        from trinity.common.config_validator import GPUMemoryValidator, validators
+
+        validator = next((v for v in validators if isinstance(v, GPUMemoryValidator)), None)
+    check = getattr(type(validator), "validate_trainer_memory_usage", None)
+    if not (source_has(check, f'"{NO_GPU_BANNER}"') and source_has(check, "self.logger.error(")):
+        raise RuntimeError(f"rftkit.trinity_config: Trinity's GPU memory check no longer logs its "
+                           f"{NO_GPU_BANNER} banner as in Trinity-RFT 0.6.0, which no_gpu_banner was written for")
+    drop = DropNoGpuBanner()
+    validator.logger.addFilter(drop)  # on the logger, not its handlers: Trinity's get_logger() replaces those
+    try:
+        yield
+    finally:
+        validator.logger.removeFilter(drop)
+
+
+def _config_class(hint):
+    """X for a field typed `Optional[X]` or `X | None`; any other type as it is."""
+    args = [arg for arg in typing.get_args(hint) if arg is not type(None)]
+    if typing.get_origin(hint) in (typing.Union, UnionType) and len(args) == 1:
+        return args[0]
+    return hint
+
+
+def check_set_key(dotted: str) -> None:
+    """Refuse a `--set` key that Trinity-RFT's config has no place for, naming the nearest keys it has there.
+
+    The key is followed through Trinity's config classes field by field (a number picks an item of a
+    list of them). Below a field of another type (a mapping such as trainer.trainer_config, a number)
+    any key is left to whoever reads that value.
+    """
+    from trinity.common.config import Config
+
+    node, path = Config, []
+    for part in dotted.split("."):
+        node = _config_class(node)
+        if typing.get_origin(node) is list and part.isdigit():
+            (node,) = typing.get_args(node)
+        elif dataclasses.is_dataclass(node):
+            names = [field.name for field in dataclasses.fields(node)]
+            if part not in names:
+                nearest = [".".join([*path, name]) for name in difflib.get_close_matches(part, names)]
+                raise InputError(f"--set {dotted}: Trinity-RFT's config has no key {'.'.join([*path, part])}"
+                                 + (f" (nearest: {', '.join(nearest)})" if nearest else ""))
+            node = typing.get_type_hints(node)[part]
+        else:
+            return
+        path.append(part)
+
+
+def one_line(error: Exception) -> str:
+    """Trinity's message for a setting it rejects, on one line.
+
+    Trinity's loader passes on OmegaConf's message, whose key and config classes follow on lines of
+    their own: it becomes "<key>: <first line>". Any other message has its lines joined.
+    """
+    cause = error.__cause__
+    key = getattr(cause, "full_key", None) if isinstance(cause, OmegaConfBaseException) else None
+    if key:
+        return f"{key}: {str(error).splitlines()[0]}"
+    return " ".join(line.strip() for line in str(error).splitlines() if line.strip())
+
+
 def build_trinity_config(config_path: str | Path, workflow_func: Callable, judge_func: Callable | None = None):
     """The validated Trinity config tune() would run for this YAML and these functions."""
     use_plugins()
@@ -99,7 +189,7 @@ def validate(config: dict, workflow_func: Callable, judge_func: Callable | None 
 
     check_and_update() creates the run's folders, so it runs on a copy whose
     checkpoint root is a scratch folder; the run's own paths are then set back.
-    A setting Trinity rejects ends the program with Trinity's message.
+    A setting Trinity rejects ends the program with Trinity's message, on one line (`one_line`).
     """
     with tempfile.TemporaryDirectory(prefix="rftkit-check-") as scratch:
         copy_in_scratch = dict(config, checkpoint_root_dir=scratch)
@@ -107,7 +197,7 @@ def validate(config: dict, workflow_func: Callable, judge_func: Callable | None 
             trinity_config = build_trinity_config(write_yaml(copy_in_scratch, Path(scratch) / "config.yaml"),
                                                   workflow_func, judge_func)
         except (ValueError, AssertionError) as exc:  # how Trinity's loader and check_and_update() reject settings
-            raise InputError(f"{config_file}: {exc}") from None
+            raise InputError(f"{config_file}: {one_line(exc)}") from None
     trinity_config.checkpoint_root_dir = config["checkpoint_root_dir"]
     trinity_config.checkpoint_job_dir = trinity_config.get_checkpoint_job_dir()
     trinity_config.log.save_dir = os.path.join(trinity_config.checkpoint_job_dir, "log")

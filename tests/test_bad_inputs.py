@@ -5,6 +5,7 @@ defaults such as ./checkpoints land there too), and compares that folder
 before and after.
 """
 
+import os
 import subprocess
 import sys
 
@@ -55,6 +56,7 @@ MATH_MAIN = ["math_bots/main.py", "--dry-run", "--gpus", "2",
 EVALUATE = ["scripts/evaluate.py", "--task", "frozenlake", "--model", "oracle", "--out", "{tmp}/out"]
 PREPARE_MATH = ["scripts/prepare_math_data.py", "--processed_data_dir", "{tmp}/train", "--aime_dir", "{tmp}/aime"]
 DIFFICULTY = str(REPO / "configs" / "frozenlake_difficulty.yaml")
+FROZENLAKE_YAML = (REPO / "configs" / "frozenlake.yaml").read_text()
 
 # (id, files to make in the scratch folder, command, what stderr must say); {tmp} is the scratch folder.
 CASES = [
@@ -72,8 +74,20 @@ CASES = [
      "argument --set: --set name: Environment variable 'RFTKIT_NO_SUCH_VAR' not found"),
     ("data-dir-missing", nothing, [*FROZENLAKE_MAIN, "--data-dir", "{tmp}/frozenlak"],
      "error: {tmp}/frozenlak: no such folder (the training taskset frozenlake_train, split 'train'; --data-dir sets"),
-    ("key-trinity-rejects", nothing, [*FROZENLAKE_MAIN, "--set", "model.max_model_lenn=3"],
-     f"error: {REPO / 'configs' / 'frozenlake.yaml'}: Invalid configuration: Key 'max_model_lenn'"),
+    ("set-key-typo", nothing, [*FROZENLAKE_MAIN, "--set", "nmae=x"],
+     "error: --set nmae: Trinity-RFT's config has no key nmae (nearest: name)"),
+    ("set-nested-key-typo", nothing, [*FROZENLAKE_MAIN, "--set", "trainer.grad_clipp=1"],
+     "error: --set trainer.grad_clipp: Trinity-RFT's config has no key trainer.grad_clipp "
+     "(nearest: trainer.grad_clip)"),
+    ("set-key-typo-in-a-list-item", nothing, [*MATH_MAIN, "--set", "buffer.explorer_input.eval_tasksets.0.nmae=x"],
+     "error: --set buffer.explorer_input.eval_tasksets.0.nmae: Trinity-RFT's config has no key "
+     "buffer.explorer_input.eval_tasksets.0.nmae (nearest: buffer.explorer_input.eval_tasksets.0.name)"),
+    ("key-trinity-rejects", lambda t: text(t / "c.yaml", FROZENLAKE_YAML.replace("  grad_clip:", "  grad_clipp:")),
+     [*FROZENLAKE_MAIN, "--config", "{tmp}/c.yaml"],
+     "error: {tmp}/c.yaml: trainer.grad_clipp: Invalid configuration: Key 'grad_clipp' not in 'TrainerConfig'"),
+    ("value-trinity-rejects-type", nothing, [*FROZENLAKE_MAIN, "--set", "buffer.batch_size=many"],
+     f"error: {REPO / 'configs' / 'frozenlake.yaml'}: buffer.batch_size: Invalid configuration: "
+     "Value 'many' of type 'str' could not be converted to Integer"),
     ("value-trinity-rejects", nothing, [*MATH_MAIN, "--set", "algorithm.algorithm_type=no_such_algorithm"],
      f"error: {REPO / 'configs' / 'config_difficulty.yaml'}: Invalid module key: no_such_algorithm"),
     ("set-without-value", nothing, [*FROZENLAKE_MAIN, "--set", "buffer.batch_size"],
@@ -162,6 +176,65 @@ def test_bad_input_ends_with_a_message_and_writes_nothing(tmp_path, make, comman
     result = subprocess.run([sys.executable, str(REPO / script), *flags], cwd=tmp_path,
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 2, result.stderr[-2000:]
-    assert message.format(tmp=tmp_path) in result.stderr, result.stderr[-2000:]
+    last_line = (result.stderr.strip().splitlines() or [""])[-1]
+    assert message.format(tmp=tmp_path) in last_line, result.stderr[-2000:]  # the message, whole, on one line
     assert "Traceback" not in result.stderr + result.stdout
     assert snapshot(tmp_path) == before, "a refused input must leave nothing written"
+
+
+def test_a_dry_run_without_gpus_shows_no_no_gpu_banner(tmp_path):
+    """Trinity's GPU memory check (it runs in mode both, so with two GPUs planned) logs a NO GPU DETECTED
+    banner where CUDA is missing; a dry run leaves it out, and shows the validators' other messages."""
+    good_data(tmp_path)
+    result = subprocess.run([sys.executable, str(REPO / "frozenlake" / "main.py"), "--dry-run", "--gpus", "2",
+                             "--data-dir", str(tmp_path / "fl")], cwd=tmp_path, capture_output=True, text=True,
+                            timeout=120, env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "(mode both)" in result.stdout
+    assert "NO GPU DETECTED" not in result.stdout + result.stderr
+    assert "config_validator.py" in result.stdout  # Trinity's validators still speak
+
+
+def test_the_no_gpu_banner_is_left_out_only_while_trinity_logs_it_as_in_0_6_0():
+    from rftkit.trinity_config import no_gpu_banner
+
+    class MovedCheck:
+        logger = None
+
+        def validate_trainer_memory_usage(self, config):
+            self.logger.warning("no CUDA here")
+
+    with pytest.raises(RuntimeError, match="no longer logs its NO GPU DETECTED banner"):
+        with no_gpu_banner(MovedCheck()):
+            pass
+
+
+def yaml_keys(node, path=()):
+    """Every dotted key of a YAML mapping, down to its leaves (list items by index)."""
+    items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else []
+    for key, value in items:
+        yield ".".join(map(str, (*path, key)))
+        yield from yaml_keys(value, (*path, key))
+
+
+@pytest.mark.parametrize("config", sorted((REPO / "configs").glob("*.yaml")), ids=lambda p: p.name)
+def test_every_key_of_the_shipped_configs_can_be_set(config):
+    from rftkit.overrides import load_yaml
+    from rftkit.trinity_config import check_set_key
+
+    for key in yaml_keys(load_yaml(config)):
+        check_set_key(key)
+
+
+def test_a_key_below_a_mapping_is_left_to_whoever_reads_it():
+    from rftkit.trinity_config import check_set_key
+
+    check_set_key("trainer.trainer_config.actor_rollout_ref.actor.anything")  # verl's settings, read by verl
+
+
+def test_a_message_of_several_lines_from_trinity_is_joined():
+    """As Trinity 0.6.0's data processor check words one; OmegaConf's, from its loader, is key-trinity-rejects."""
+    from rftkit.trinity_config import one_line
+
+    error = ValueError("Task pipeline output path /x already exists.\nPlease choose a different output path.")
+    assert one_line(error) == "Task pipeline output path /x already exists. Please choose a different output path."
