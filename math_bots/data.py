@@ -165,10 +165,10 @@ def split_gsm_symbolic(rows: list[dict], test_templates: int, seed: int = 0,
                        templates: list[int] | None = None) -> tuple[pa.Table, pa.Table, dict]:
     """GSM-Symbolic instances (math_bots/gsm_symbolic.py's rows) as (train, test, dropped count per reason).
 
-    The split is by template: `test_templates` of `templates` (every template asked for, including any
-    that produced nothing in time; by default those in `rows`), drawn with `seed`, give the test split
-    and the rest the training split. So no test problem is a training problem with other names and
-    numbers, and which templates are held out does not depend on which ones were fast enough.
+    The split is by template: `test_templates` of `templates` (every template of the package, including
+    those left out, which give no rows; by default those in `rows`), drawn with `seed`, give the test
+    split and the rest the training split. So no test problem is a training problem with other names
+    and numbers, and which templates are held out does not depend on which ones are left out.
     Rows without a question or without a final answer after "####" are dropped, and so is a question
     seen before. Columns: question, answer (the GSM8K-style solution), template, instance.
     """

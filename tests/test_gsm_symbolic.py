@@ -2,11 +2,12 @@
 
 import asyncio
 import glob
+import importlib.util
 import os
 import shutil
-import signal
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -14,10 +15,17 @@ import pytest
 
 from math_bots.data import split_gsm_symbolic
 from math_bots.judge import gsm8k_judge
-from math_bots.gsm_symbolic import REQUIREMENT
+from math_bots.gsm_symbolic import LEFT_OUT, REQUIREMENT
 from rftkit.inputs import InputError
 
 from conftest import REPO
+
+
+def load_script(name):
+    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def fixture_rows(templates=(11, 22, 33, 44), per_template=3) -> list[dict]:
@@ -93,25 +101,27 @@ def prepare(out: Path, *flags: str) -> subprocess.CompletedProcess:
 
 
 def test_the_real_generator_gives_train_and_test_splits_the_judge_can_score(generator_python, tmp_path):
-    result = prepare(tmp_path / "gsm", "--per-template", "2", "--seconds", "1", "--gsm-python", generator_python)
+    result = prepare(tmp_path / "gsm", "--per-template", "2", "--gsm-python", generator_python)
     assert result.returncode == 0, result.stderr[-3000:]
     train, test = (pq.read_table(tmp_path / "gsm" / f"{split}.parquet") for split in ("train", "test"))
-    assert len(set(test.column("template").to_pylist())) >= 10 and len(set(train.column("template").to_pylist())) >= 40
-    assert not set(train.column("template").to_pylist()) & set(test.column("template").to_pylist())
+    train_templates, test_templates = (set(table.column("template").to_pylist()) for table in (train, test))
+    package = subprocess.run([generator_python, "-c", "import multilingual_gsm_symbolic as m; "
+                              "print(*(t.id_orig for t in m.load_data('eng')))"], capture_output=True, text=True)
+    templates = {int(t) for t in package.stdout.split()}
+    assert len(templates) == 100 and set(LEFT_OUT) <= templates  # no id on the list is a typo
+    assert train_templates | test_templates == templates - set(LEFT_OUT)  # every other template, however slow
+    assert (len(train_templates), len(test_templates)) == (70, 17)  # the figures in math_bots/README.md
+    assert train.num_rows + test.num_rows == 2 * 87 and not train_templates & test_templates
     assert not set(train.column("question").to_pylist()) & set(test.column("question").to_pylist())
-    assert "left out template" in result.stderr or train.num_rows + test.num_rows == 200  # slow ones are reported
     for row in test.to_pylist():  # the true answer, boxed, scores 1 with the project's judge; another number 0
         truth = row["answer"].split("####")[-1].strip()
         right = asyncio.run(gsm8k_judge(row, f"So the answer is \\boxed{{{truth}}}."))
         wrong = asyncio.run(gsm8k_judge(row, f"So the answer is \\boxed{{{truth}1}}."))
         assert (right.reward, wrong.reward) == (1.0, 0.0), row
-    again = prepare(tmp_path / "again", "--per-template", "2", "--seconds", "1", "--gsm-python", generator_python)
+    again = prepare(tmp_path / "again", "--per-template", "2", "--gsm-python", generator_python)
     assert again.returncode == 0, again.stderr[-3000:]
-    again_test = pq.read_table(tmp_path / "again" / "test.parquet")  # the same, but for templates near the limit
-    common = set(test.column("template").to_pylist()) & set(again_test.column("template").to_pylist())
-    assert len(common) >= 10
-    assert [r for r in again_test.to_pylist() if r["template"] in common] == \
-        [r for r in test.to_pylist() if r["template"] in common]
+    for split, table in (("train", train), ("test", test)):  # a second run writes the same splits
+        assert pq.read_table(tmp_path / "again" / f"{split}.parquet").equals(table)
 
 
 def test_a_python_without_the_generator_is_named_with_how_to_get_it(tmp_path):
@@ -124,32 +134,61 @@ def test_a_python_without_the_generator_is_named_with_how_to_get_it(tmp_path):
     assert f"--gsm-python {sys.executable}: the generator failed" in result.stderr
 
 
-def test_an_alarm_that_goes_off_while_being_disarmed_leaves_the_template_out(monkeypatch):
-    """The time limit's SIGALRM can land just as a template finishes, while the timer is being switched off
-    (it did, in a CI-like run: the generator died with _TooSlow). Simulated here: disarming raises what the
-    handler raises. The template must be left out and the others kept, not the whole run lost."""
-    import types
+class FakeTemplate:
+    """A template of the package; drawing it takes `seconds` on `clock`, the fake clock of fake_package."""
 
+    def __init__(self, id_orig, clock, seconds=1.0, fails=False):
+        self.id_orig, self.clock, self.seconds, self.fails, self.drawn = id_orig, clock, seconds, fails, False
+
+    def generate_questions(self, n, seed, verbose):
+        self.drawn = True
+        self.clock[0] += self.seconds
+        if self.fails:
+            raise ValueError("Too many combinations")
+        return [types.SimpleNamespace(question=f"q{self.id_orig}.{i}", answer=f"#### {i}") for i in range(n)]
+
+
+def fake_package(monkeypatch, ids, clock, slow=(), failing=()) -> list[FakeTemplate]:
+    """Templates of `ids` (those in `slow` take a day each) as the package math_bots.gsm_symbolic imports, its
+    timing read from `clock`."""
     from math_bots import gsm_symbolic
 
-    class Template:
-        def __init__(self, id_orig):
-            self.id_orig = id_orig
+    templates = [FakeTemplate(t, clock, seconds=86400.0 if t in slow else 1.0, fails=t in failing) for t in ids]
+    monkeypatch.setitem(sys.modules, "multilingual_gsm_symbolic", types.SimpleNamespace(load_data=lambda _: templates))
+    monkeypatch.setattr(gsm_symbolic.time, "perf_counter", lambda: clock[0])
+    return templates
 
-        def generate_questions(self, n, seed, verbose):
-            return [types.SimpleNamespace(question=f"q{self.id_orig}.{i}", answer="#### 1") for i in range(n)]
 
-    package = types.SimpleNamespace(load_data=lambda language: [Template(1), Template(2), Template(3)])
-    monkeypatch.setitem(sys.modules, "multilingual_gsm_symbolic", package)
-    real_setitimer, calls = gsm_symbolic.signal.setitimer, []
+def test_templates_on_the_list_are_left_out_and_all_others_kept_however_slow(monkeypatch):
+    from math_bots.gsm_symbolic import LEFT_OUT, generate
 
-    def setitimer(which, seconds):
-        calls.append(seconds)
-        real_setitimer(which, 0)  # never let a real alarm reach the test
-        if seconds == 0 and len(calls) == 4:  # disarming after the second template
-            gsm_symbolic._give_up(signal.SIGALRM, None)
+    listed = sorted(LEFT_OUT)[:2]
+    templates = fake_package(monkeypatch, [listed[0], 1, 2, listed[1], 3], clock=[0.0], slow={1, 3})
+    seconds = []
+    rows, left_out = generate(per_template=2, progress=lambda done, total, took: seconds.append(took))
+    assert [row["template"] for row in rows] == [1, 1, 2, 2, 3, 3]
+    assert left_out == {template: LEFT_OUT[template] for template in listed}
+    assert [t.id_orig for t in templates if t.drawn] == [1, 2, 3]  # the listed ones, fast here, are not drawn
+    assert seconds == [86400.0, 1.0, 86400.0]
 
-    monkeypatch.setattr(gsm_symbolic.signal, "setitimer", setitimer)
-    rows, left_out = gsm_symbolic.generate(per_template=2, seconds=5)
-    assert left_out == {2: "no 2 instances within 5 s"}
-    assert [row["template"] for row in rows] == [1, 1, 3, 3]
+
+def test_a_template_the_package_cannot_draw_fails_the_run_by_name(monkeypatch):
+    from math_bots.gsm_symbolic import generate
+
+    fake_package(monkeypatch, [1, 2, 3], clock=[0.0], failing={2})
+    with pytest.raises(RuntimeError, match="^template 2: multilingual_gsm_symbolic failed to draw it: Too many"):
+        generate(per_template=2)
+
+
+def test_the_split_holds_every_template_but_the_recorded_list(monkeypatch, tmp_path, capsys):
+    from math_bots.gsm_symbolic import LEFT_OUT
+
+    kept = [1, 2, 3, 4, 5]
+    fake_package(monkeypatch, sorted([*LEFT_OUT, *kept]), clock=[0.0], slow={2, 4})
+    prepare_math_data = load_script("prepare_math_data")
+    assert prepare_math_data.main(["--source", "gsm-symbolic", "--processed_data_dir", str(tmp_path / "gsm"),
+                                   "--per-template", "2", "--test-templates", "4"]) == 0
+    train, test = (pq.read_table(tmp_path / "gsm" / f"{split}.parquet") for split in ("train", "test"))
+    assert set(train.column("template").to_pylist()) | set(test.column("template").to_pylist()) == set(kept)
+    assert train.num_rows + test.num_rows == 2 * len(kept)
+    assert f"{len(LEFT_OUT)} templates left out (LEFT_OUT in math_bots/gsm_symbolic.py)" in capsys.readouterr().out
