@@ -118,10 +118,6 @@ def test_the_real_generator_gives_train_and_test_splits_the_judge_can_score(gene
         right = asyncio.run(gsm8k_judge(row, f"So the answer is \\boxed{{{truth}}}."))
         wrong = asyncio.run(gsm8k_judge(row, f"So the answer is \\boxed{{{truth}1}}."))
         assert (right.reward, wrong.reward) == (1.0, 0.0), row
-    again = prepare(tmp_path / "again", "--per-template", "2", "--gsm-python", generator_python)
-    assert again.returncode == 0, again.stderr[-3000:]
-    for split, table in (("train", train), ("test", test)):  # a second run writes the same splits
-        assert pq.read_table(tmp_path / "again" / f"{split}.parquet").equals(table)
 
 
 def test_a_python_without_the_generator_is_named_with_how_to_get_it(tmp_path):
