@@ -21,6 +21,7 @@ test split by `split_gsm_symbolic`, in the same GSM8K format.
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -133,12 +134,24 @@ def read_table(path: str | Path, flag: str | None = None) -> pa.Table:
 
 
 def download_guru(raw_dir: str | Path) -> Path:
-    """Fetch guru-RL-92k's math file into `raw_dir` (or reuse it); a clear error when offline."""
+    """Fetch guru-RL-92k's math file into `raw_dir` (or reuse it); a clear error when offline.
+
+    A failed download leaves nothing behind: huggingface_hub makes `raw_dir/.cache/huggingface` (lock
+    files, a partial download) before it knows that the file cannot be had, and the folders it made
+    on the way are removed again.
+    """
     from huggingface_hub import hf_hub_download
 
+    raw_dir = Path(raw_dir).absolute()
+    missing = [p for p in (*reversed(raw_dir.parents), raw_dir) if not p.exists()]
+    # the highest folder it will make, or inside raw_dir the cache and the file's own folder
+    made = missing[:1] or [raw_dir / name for name in (".cache", Path(GURU_MATH_FILE).parts[0])
+                           if name != GURU_MATH_FILE and not (raw_dir / name).exists()]
     try:
         return Path(hf_hub_download(GURU_REPO, GURU_MATH_FILE, repo_type="dataset", local_dir=str(raw_dir)))
     except Exception as exc:  # noqa: BLE001 - offline, gated, renamed: all end the same way
+        for folder in made:
+            shutil.rmtree(folder, ignore_errors=True)
         raise RuntimeError(f"could not download {GURU_REPO}/{GURU_MATH_FILE} ({type(exc).__name__}: {exc}). "
                            f"Download it elsewhere and pass --input PATH.") from exc
 

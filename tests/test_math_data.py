@@ -81,6 +81,19 @@ def test_script_offline_without_input_fails_clearly(tmp_path):
     assert result.returncode == 1
     assert "could not download LLM360/guru-RL-92k" in result.stderr and "--input" in result.stderr
     assert not (tmp_path / "train").exists()
+    assert not (tmp_path / "raw").exists(), "the hub's lock files and the folders made for them are removed"
+
+
+def test_a_failed_download_into_an_existing_folder_removes_only_what_it_made(tmp_path, monkeypatch):
+    from math_bots.data import download_guru
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    (raw / "mine.txt").write_text("kept")
+    with pytest.raises(RuntimeError, match="could not download"):
+        download_guru(raw)
+    assert [p.name for p in raw.iterdir()] == ["mine.txt"]
 
 
 def test_script_rejects_a_file_of_the_wrong_shape(tmp_path):
