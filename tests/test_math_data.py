@@ -2,6 +2,7 @@
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -85,13 +86,23 @@ def test_script_offline_without_input_fails_clearly(tmp_path):
 
 
 def test_a_failed_download_into_an_existing_folder_removes_only_what_it_made(tmp_path, monkeypatch):
+    import huggingface_hub
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
     from math_bots.data import download_guru
 
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    def unreachable_hub(repo_id, filename, repo_type, local_dir):  # a stand-in: what the real one leaves offline
+        lock = Path(local_dir) / ".cache" / "huggingface" / "download" / (filename + ".lock")
+        lock.parent.mkdir(parents=True)
+        lock.touch()
+        (Path(local_dir) / filename).parent.mkdir(parents=True, exist_ok=True)
+        raise LocalEntryNotFoundError("offline")
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", unreachable_hub)
     raw = tmp_path / "raw"
     raw.mkdir()
     (raw / "mine.txt").write_text("kept")
-    with pytest.raises(RuntimeError, match="could not download"):
+    with pytest.raises(RuntimeError, match="could not download .*LocalEntryNotFoundError: offline"):
         download_guru(raw)
     assert [p.name for p in raw.iterdir()] == ["mine.txt"]
 
