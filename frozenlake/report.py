@@ -81,28 +81,34 @@ def report_rows(report: dict) -> list[str]:
     return lines
 
 
+def policy_panels(overall, by_size, reports: dict[str, dict], emphasize_first: bool = False) -> None:
+    """Draw `reports` (name -> report.json) side by side, one colour each in the order given: success
+    rate with its interval and invalid-move rate as bars on `overall`, success by map size as lines on
+    `by_size` (the first line thicker with `emphasize_first`)."""
+    width = 0.8 / len(reports)
+    sizes = sorted({size for r in reports.values() for size in r["by_size"]}, key=int)
+    for i, (name, r) in enumerate(reports.items()):
+        low, high = r["success_rate_ci95"]
+        x = i * width - 0.4 + width / 2
+        overall.bar(x, r["success_rate"], width, color=f"C{i}", label=name,
+                    yerr=[[r["success_rate"] - low], [high - r["success_rate"]]], capsize=4)
+        overall.bar(1 + x, r["invalid_action_rate"] or 0.0, width, color=f"C{i}")
+        by_size.plot([int(s) for s in sizes], [r["by_size"].get(s, {}).get("rate") for s in sizes], marker="o",
+                     color=f"C{i}", label=name, linewidth=3 if emphasize_first and i == 0 else 1.5)
+    overall.set_xticks([0, 1], ["success rate (95% CI)", "invalid-move rate"])
+    by_size.set_xticks([int(s) for s in sizes])
+    by_size.set_xlabel("map size")
+    by_size.set_title("success rate by map size")
+
+
 def chart(report: dict):
     """chart.png's figure: success and invalid moves beside the baselines, success by map size against them,
     and how episodes ended."""
     from rftkit.reports.plots import plt
 
     fig, (overall, by_size, ends) = plt.subplots(1, 3, figsize=(14, 4.2))
-    policies = {"this model": report, **report.get("baselines", {})}
-    width = 0.8 / len(policies)
-    for i, (name, r) in enumerate(policies.items()):
-        low, high = r["success_rate_ci95"]
-        x = i * width - 0.4 + width / 2
-        overall.bar(x, r["success_rate"], width, color=f"C{i}", label=name,
-                    yerr=[[r["success_rate"] - low], [high - r["success_rate"]]], capsize=4)
-        overall.bar(1 + x, r["invalid_action_rate"] or 0.0, width, color=f"C{i}")
-        sizes = r["by_size"]
-        by_size.plot([int(s) for s in sizes], [v["rate"] for v in sizes.values()], marker="o", color=f"C{i}",
-                     label=name, linewidth=3 if i == 0 else 1.5)
-    overall.set_xticks([0, 1], ["success rate (95% CI)", "invalid-move rate"])
+    policy_panels(overall, by_size, {"this model": report, **report.get("baselines", {})}, emphasize_first=True)
     overall.set_title(f"overall: success {report['success_rate']:.2f}")
-    by_size.set_xticks([int(s) for s in report["by_size"]])
-    by_size.set_xlabel("map size")
-    by_size.set_title("success rate by map size")
     for ax in (overall, by_size):  # room above the bars for the legend
         ax.set_ylim(0, 1.3)
         ax.legend(ncol=3, loc="upper center", fontsize="small")
@@ -156,22 +162,11 @@ def compare(before_dir: Path, after_dir: Path, out: Path) -> str:
     text = "\n".join(table) + "\n"
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4.4))
-    for i, (name, r) in enumerate((("before", before), ("after", after))):  # before C0, after C1 in both panels
-        low, high = r["success_rate_ci95"]
-        left.bar(i * 0.4 - 0.2, r["success_rate"], 0.4, color=f"C{i}", label=name,
-                 yerr=[[r["success_rate"] - low], [high - r["success_rate"]]], capsize=4)
-        left.bar(1 + i * 0.4 - 0.2, r["invalid_action_rate"] or 0.0, 0.4, color=f"C{i}")
-        right.plot([int(s) for s in sizes], [r["by_size"].get(s, {}).get("rate") for s in sizes], marker="o",
-                   color=f"C{i}", label=name)
-    left.set_xticks([0, 1], ["success rate (95% CI)", "invalid-move rate"])
-    left.set_ylim(0, 1)
+    policy_panels(left, right, {"before": before, "after": after})  # before C0, after C1 in both panels
     left.set_title("test split")
-    left.legend()
-    right.set_xticks([int(s) for s in sizes])
-    right.set_xlabel("map size")
-    right.set_ylim(0, 1)
-    right.set_title("success rate by map size")
-    right.legend()
+    for ax in (left, right):
+        ax.set_ylim(0, 1)
+        ax.legend()
     fig.suptitle(f"map by map: after better on {better}, worse on {worse}, the same on {same} "
                  f"(sign test p = {p_value:.2g})")
     fig.tight_layout()
