@@ -1,13 +1,19 @@
 """Start-up, measured: the same FrozenLake launch under several settings, one after the other, in one hold.
 
     python -m experiments.startup MODEL --out OUT --data DIR [--minutes 9] \\
-        --variant default --variant runners-at-once=explorer.runner_prepare_concurrency=64
+        --variant serial=RFTKIT_SERIAL_START=1 --variant default \\
+        --variant async-runners=explorer.runner_per_model=8,explorer.concurrent_mode=asynchronous
 
 MODEL is a Hugging Face model folder, or a GGUF file, which transformers turns into one (in
 <out>/model, once). Each variant is `frozenlake/main.py` with the learning run's settings (8 maps
-of 16 rollouts a step, 64 workflow runners, no evaluation, no checkpoints) plus its own `--set`
-values (NAME=KEY=VALUE,KEY=VALUE), stopped --minutes after its launch as Ctrl-C would. The
-variants run in the order given, on the same machine, so their figures compare.
+of 16 rollouts a step, 64 workflow runners, no evaluation, no checkpoints) plus its own values
+(NAME=KEY=VALUE,KEY=VALUE): a dotted key is a config value (`--set`), an UPPER_CASE one an
+environment variable of the launch. Each is stopped --minutes after its launch as Ctrl-C would.
+The variants run in the order given, on the same machine, so their figures compare; each starts
+with empty vLLM, Inductor and Triton compile caches of its own (<out>/<variant>/cache), as on a
+new machine, unless it names them itself (for example VLLM_CACHE_ROOT=<out>/default/cache/vllm,
+a warm start). A Ray cluster must not be running already: each launch starts its own, with the
+variant's environment.
 
 From each launch's start-up timeline (`startup.jsonl`, which every launch writes: rftkit.startup)
 and the explorer's tensorboard file it reports: when each phase ended, launch to the first explore
@@ -20,6 +26,8 @@ the variants' folders.
 from __future__ import annotations
 
 import argparse
+import os
+import re
 import sys
 from pathlib import Path
 
@@ -38,10 +46,12 @@ SETTINGS = {"buffer.batch_size": 8, "algorithm.repeat_times": 16, "explorer.runn
             "trainer.save_interval": 10 ** 6, "buffer.train_batch_size": 256}
 FIRST_MINUTES = 5  # episodes finished this long after the launch: what a faster start buys
 EPISODES = "rollout/finished_task_count"  # tasks an explore step finished; each is `repeat_times` episodes
+ENV_KEY = re.compile(r"[A-Z][A-Z0-9_]*")  # a variant's key in this form is an environment variable
+CACHES = {"VLLM_CACHE_ROOT": "vllm", "TORCHINDUCTOR_CACHE_DIR": "inductor", "TRITON_CACHE_DIR": "triton"}
 
 
 def parse_variant(text: str) -> tuple[str, list[str]]:
-    """NAME or NAME=KEY=VALUE,KEY=VALUE -> (NAME, ["KEY=VALUE", ...])."""
+    """NAME or NAME=KEY=VALUE,KEY=VALUE -> (NAME, ["KEY=VALUE", ...]): config values and environment variables."""
     name, _, settings = text.partition("=")
     if not name or "/" in name:
         raise argparse.ArgumentTypeError(f"{text!r}: expected NAME or NAME=KEY=VALUE,KEY=VALUE")
@@ -50,6 +60,20 @@ def parse_variant(text: str) -> tuple[str, list[str]]:
         if "=" not in pair:
             raise argparse.ArgumentTypeError(f"{text!r}: {pair!r} is not KEY=VALUE")
     return name, pairs
+
+
+def launch_env(variant: Path, pairs: list[str]) -> tuple[dict, list[str]]:
+    """(the launch's environment, its --set values) from a variant's pairs: cold compile caches in
+    <variant>/cache unless the variant names them, then its UPPER_CASE pairs."""
+    env = {**os.environ, **{name: str(variant / "cache" / folder) for name, folder in CACHES.items()}}
+    settings = []
+    for pair in pairs:
+        key, _, value = pair.partition("=")
+        if ENV_KEY.fullmatch(key):
+            env[key] = value
+        else:
+            settings.append(pair)
+    return env, settings
 
 
 def measure(variant: Path, group: int) -> dict:
@@ -146,13 +170,14 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--data {args.data}: no train.parquet there (scripts/get_frozenlake_data.py makes it)")
         out = args.out.resolve()
         model = model_folder(args.model, out / "model")
-        for name, settings in args.variant:
+        for name, pairs in args.variant:
+            env, settings = launch_env(out / name, pairs)
             command = launch_command(FROZENLAKE, model=model, checkpoints=out / name / "checkpoints",
                                      data={"train": args.data.resolve(), "eval": args.data.resolve()},
                                      settings=SETTINGS, extra=[*args.set, *settings])
             log(f"variant {name}: {args.minutes:g} minutes")
             run_step(command, out / name / "train.log", label=f"variant {name}", timeout=args.minutes * 60,
-                     on_timeout="interrupt", check=True)
+                     on_timeout="interrupt", check=True, env=env)
     print(report(args.out, names, group), flush=True)
     return 0
 

@@ -1,0 +1,58 @@
+"""The trainer's workers start while the rollout engine starts, not before it.
+
+Trinity-RFT 0.6.0's launcher (`trinity.cli.launcher.both`, also used for `colocate`) waits for
+both actors' constructors before it asks the explorer to create its rollout engines. The
+explorer's constructor is quick; the trainer's builds verl's FSDP workers and loads the model
+(`VERLTrainer._init_workers`), over a minute. So the engine, the longest phase, started only
+after the trainer was done.
+
+`defer_worker_init` moves that work from the constructor to the start of `VERLTrainer.prepare`,
+which the launcher calls at the same moment as the explorer's `prepare`: the two now overlap.
+Nothing between the two calls uses the workers (the actor's constructor only keeps the
+wrapper; `shutdown` only closes the monitor). Set RFTKIT_SERIAL_START=1 to keep Trinity's
+order, for example to measure what this saves (`experiments/startup.py`).
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+from types import ModuleType
+
+from rftkit.trainer.import_patch import patch_on_import, source_has
+
+VERL_TRAINER = "trinity.trainer.verl.trainer"  # written against Trinity-RFT 0.6.0
+SERIAL_ENV = "RFTKIT_SERIAL_START"
+CALLED_IN_INIT = "self._init_workers()"
+
+
+def defer_worker_init(module: ModuleType) -> None:
+    """Patch Trinity-RFT 0.6.0's VERLTrainer: its workers are built when `prepare` starts, not in `__init__`."""
+    trainer = module.VERLTrainer
+    init_workers, prepare = getattr(trainer, "_init_workers", None), getattr(trainer, "prepare", None)
+    if getattr(init_workers, "deferred_to_prepare", False):
+        return
+    if (init_workers is None or not inspect.iscoroutinefunction(prepare)
+            or not source_has(trainer.__init__, CALLED_IN_INIT)):
+        raise RuntimeError(f"rftkit.trainer.concurrent_start: {VERL_TRAINER}.VERLTrainer no longer builds its "
+                           f"workers in __init__ with {CALLED_IN_INIT} before an async prepare(), as Trinity-RFT "
+                           f"0.6.0 did; this patch must be checked against it (or set {SERIAL_ENV}=1)")
+
+    def _init_workers(self):  # called by __init__: remembered, not done
+        self._rftkit_workers_pending = True
+
+    async def prepare_with_workers(self):
+        if self.__dict__.pop("_rftkit_workers_pending", False):
+            init_workers(self)
+        return await prepare(self)
+
+    _init_workers.deferred_to_prepare = True
+    prepare_with_workers.__name__ = prepare_with_workers.__qualname__ = "prepare"
+    trainer._init_workers = _init_workers
+    trainer.prepare = prepare_with_workers
+
+
+def worker_setup() -> None:
+    """In every worker of a run: the trainer's workers start in prepare, unless RFTKIT_SERIAL_START=1."""
+    if os.environ.get(SERIAL_ENV) != "1":
+        patch_on_import(VERL_TRAINER, defer_worker_init)
