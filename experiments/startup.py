@@ -172,6 +172,7 @@ def main(argv: list[str] | None = None) -> int:
         model = model_folder(args.model, out / "model")
         for name, pairs in args.variant:
             env, settings = launch_env(out / name, pairs)
+            (out / name).mkdir(parents=True, exist_ok=True)
             command = launch_command(FROZENLAKE, model=model, checkpoints=out / name / "checkpoints",
                                      data={"train": args.data.resolve(), "eval": args.data.resolve()},
                                      settings=SETTINGS, extra=[*args.set, *settings])
