@@ -1,8 +1,8 @@
 """Start-up, measured: the same FrozenLake launch under several settings, one after the other, in one hold.
 
     python -m experiments.startup MODEL --out OUT --data DIR [--minutes 9] \\
-        --variant serial=RFTKIT_SERIAL_START=1 --variant default \\
-        --variant async-runners=explorer.runner_per_model=8,explorer.concurrent_mode=asynchronous
+        --variant default --variant overlap=RFTKIT_CONCURRENT_START=1 \\
+        --variant async8=explorer.runner_per_model=8,explorer.concurrent_mode=asynchronous,explorer.max_repeat_times_per_runner=16
 
 MODEL is a Hugging Face model folder, or a GGUF file, which transformers turns into one (in
 <out>/model, once). Each variant is `frozenlake/main.py` with the learning run's settings (8 maps
@@ -127,16 +127,20 @@ def report(out: Path, variants: list[str], group: int) -> str:
               "| explore steps | " + " | ".join(str(results[v]["explore steps"]) for v in variants) + " |"]
     text = "\n".join(lines) + "\n"
 
-    fig, ax = plt.subplots(figsize=(10, 1.2 + 0.5 * len(phases) * len(variants) / 3))
+    # one bar per variant, a segment per phase from the previous phase's end to its own, a colour per phase
+    fig, ax = plt.subplots(figsize=(10, 1.5 + 0.6 * len(variants)))
+    colours = {phase: f"C{k % 10}" for k, phase in enumerate(phases)}
     for i, name in enumerate(variants):
-        ends = results[name]["phases"]
-        ax.scatter(list(ends.values()), [i] * len(ends), color=f"C{i}", zorder=3)
-        for phase, at in ends.items():
-            ax.annotate(phase, (at, i), textcoords="offset points", xytext=(2, 6), rotation=30, fontsize=7)
+        start = 0.0
+        for phase, end in sorted(results[name]["phases"].items(), key=lambda item: item[1]):
+            ax.barh(i, end - start, left=start, color=colours[phase], edgecolor="white", height=0.6)
+            start = end
     ax.set_yticks(range(len(variants)), variants)
-    ax.set_ylim(-0.5, len(variants) + 0.5)
+    ax.invert_yaxis()
     ax.set_xlabel("seconds from launch")
-    ax.set_title("when each start-up phase ended")
+    ax.set_title("start-up phases: each segment ends where its phase ended")
+    ax.legend(handles=[plt.Rectangle((0, 0), 1, 1, color=colours[phase]) for phase in phases], labels=phases,
+              fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.25), ncol=3, frameon=False)
     fig.tight_layout()
     with atomic_paths(out / "startup.png", out / "startup.md") as (png, md):
         save_png(fig, png)

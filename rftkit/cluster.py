@@ -131,8 +131,8 @@ def connect_ray(trinity_config, timeline: os.PathLike | None = None) -> None:
     env_vars = trinity_config.get_envs()
     if timeline is not None:  # where the workers mark the start-up phases they end (rftkit.startup)
         env_vars[startup.TIMELINE_ENV] = str(timeline)
-    if os.environ.get(concurrent_start.SERIAL_ENV):  # Trinity's own start-up order, asked for at the launch
-        env_vars[concurrent_start.SERIAL_ENV] = os.environ[concurrent_start.SERIAL_ENV]
+    if os.environ.get(concurrent_start.SWITCH_ENV):  # the start-up order asked for at the launch
+        env_vars[concurrent_start.SWITCH_ENV] = os.environ[concurrent_start.SWITCH_ENV]
     if trinity_config.mode == "colocate":  # weights through the object store: in the engine's dtype
         env_vars[weight_sync.DTYPE_ENV] = trinity_config.explorer.rollout_model.dtype
     ray.init(address=trinity_config.cluster.ray_address, namespace=trinity_config.ray_namespace,

@@ -11,8 +11,8 @@ def setup() -> None:
     """Every run: verl's trainer without flash-attn (rftkit.trainer.attention), the reference model's weights
     on the GPU (rftkit.trainer.ref_model), state files that a killed run can be resumed from
     (rftkit.run_state), the start-up phases each worker ends marked in the launch's timeline
-    (rftkit.startup), and the trainer's workers started beside the rollout engine
-    (rftkit.trainer.concurrent_start)."""
+    (rftkit.startup), and, when asked for, the trainer's workers started beside the rollout
+    engine (rftkit.trainer.concurrent_start)."""
     attention.worker_setup()
     concurrent_start.worker_setup()
     ref_model.worker_setup()

@@ -65,17 +65,17 @@ def test_a_trainer_that_moved_fails_naming_the_version(body):
             def prepare(self):
                 return None
 
-    with pytest.raises(RuntimeError, match="as Trinity-RFT 0.6.0 did.*RFTKIT_SERIAL_START=1"):
+    with pytest.raises(RuntimeError, match="as Trinity-RFT 0.6.0 did.*unset RFTKIT_CONCURRENT_START"):
         concurrent_start.defer_worker_init(types.SimpleNamespace(VERLTrainer=Moved))
 
 
-@pytest.mark.parametrize("serial,applied", [(None, True), ("1", False)])
-def test_the_serial_switch_keeps_trinitys_order(serial, applied, monkeypatch):
+@pytest.mark.parametrize("switch,applied", [(None, False), ("0", False), ("1", True)])
+def test_trinitys_order_unless_the_switch_asks_for_the_overlap(switch, applied, monkeypatch):
     asked = []
     monkeypatch.setattr(concurrent_start, "patch_on_import", lambda name, patch: asked.append(name))
-    if serial is None:
-        monkeypatch.delenv(concurrent_start.SERIAL_ENV, raising=False)
+    if switch is None:
+        monkeypatch.delenv(concurrent_start.SWITCH_ENV, raising=False)
     else:
-        monkeypatch.setenv(concurrent_start.SERIAL_ENV, serial)
+        monkeypatch.setenv(concurrent_start.SWITCH_ENV, switch)
     concurrent_start.worker_setup()
     assert asked == ([concurrent_start.VERL_TRAINER] if applied else [])

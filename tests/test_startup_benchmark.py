@@ -77,9 +77,9 @@ def test_a_variants_launch_passes_trinitys_checker_with_its_settings_last(sample
 
 def test_a_variant_gets_cold_caches_of_its_own_and_its_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("VLLM_CACHE_ROOT", "/shared/cache")
-    env, settings = bench.launch_env(tmp_path / "serial", ["RFTKIT_SERIAL_START=1", "explorer.runner_per_model=8"])
+    env, settings = bench.launch_env(tmp_path / "serial", ["RFTKIT_CONCURRENT_START=1", "explorer.runner_per_model=8"])
     assert settings == ["explorer.runner_per_model=8"]
-    assert env["RFTKIT_SERIAL_START"] == "1"
+    assert env["RFTKIT_CONCURRENT_START"] == "1"
     assert env["VLLM_CACHE_ROOT"] == str(tmp_path / "serial" / "cache" / "vllm")
     assert env["TRITON_CACHE_DIR"] == str(tmp_path / "serial" / "cache" / "triton")
     warm = str(tmp_path / "serial" / "cache" / "vllm")

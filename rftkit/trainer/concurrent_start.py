@@ -7,10 +7,14 @@ explorer's constructor is quick; the trainer's builds verl's FSDP workers and lo
 after the trainer was done.
 
 `defer_worker_init` moves that work from the constructor to the start of `VERLTrainer.prepare`,
-which the launcher calls at the same moment as the explorer's `prepare`: the two now overlap.
+which the launcher calls at the same moment as the explorer's `prepare`: the two overlap.
 Nothing between the two calls uses the workers (the actor's constructor only keeps the
-wrapper; `shutdown` only closes the monitor). Set RFTKIT_SERIAL_START=1 to keep Trinity's
-order, for example to measure what this saves (`experiments/startup.py`).
+wrapper; `shutdown` only closes the monitor).
+
+It is off unless RFTKIT_CONCURRENT_START=1: on the one-GPU machine both start-up paths are
+made of Python processes importing torch, verl and vLLM, and run side by side each went slower
+by more than the overlap saved (docs/results/2026-12-02-startup.md). `experiments/startup.py`
+measures it against Trinity's order.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from types import ModuleType
 from rftkit.trainer.import_patch import patch_on_import, source_has
 
 VERL_TRAINER = "trinity.trainer.verl.trainer"  # written against Trinity-RFT 0.6.0
-SERIAL_ENV = "RFTKIT_SERIAL_START"
+SWITCH_ENV = "RFTKIT_CONCURRENT_START"
 CALLED_IN_INIT = "self._init_workers()"
 
 
@@ -36,7 +40,7 @@ def defer_worker_init(module: ModuleType) -> None:
             or not source_has(trainer.__init__, CALLED_IN_INIT)):
         raise RuntimeError(f"rftkit.trainer.concurrent_start: {VERL_TRAINER}.VERLTrainer no longer builds its "
                            f"workers in __init__ with {CALLED_IN_INIT} before an async prepare(), as Trinity-RFT "
-                           f"0.6.0 did; this patch must be checked against it (or set {SERIAL_ENV}=1)")
+                           f"0.6.0 did; this patch must be checked against it (or unset {SWITCH_ENV})")
 
     def _init_workers(self):  # called by __init__: remembered, not done
         self._rftkit_workers_pending = True
@@ -53,6 +57,6 @@ def defer_worker_init(module: ModuleType) -> None:
 
 
 def worker_setup() -> None:
-    """In every worker of a run: the trainer's workers start in prepare, unless RFTKIT_SERIAL_START=1."""
-    if os.environ.get(SERIAL_ENV) != "1":
+    """In every worker of a run with RFTKIT_CONCURRENT_START=1: the trainer's workers start in prepare."""
+    if os.environ.get(SWITCH_ENV) == "1":
         patch_on_import(VERL_TRAINER, defer_worker_init)
