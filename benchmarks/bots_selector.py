@@ -31,7 +31,6 @@ The last line printed is `effective_ratio bots=X random=Y`.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import shutil
 import tempfile
@@ -40,7 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rftkit.cli import HelpFormatter
+from rftkit.cli import ArgumentParser
 from rftkit.inputs import reports_input_errors
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
@@ -219,7 +218,7 @@ def plot(curves: dict, path: Path, window: int) -> None:
 
 @reports_input_errors
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+    parser = ArgumentParser(description=__doc__)
     parser.add_argument("--steps", type=int, default=400, help="selection steps per selector")
     parser.add_argument("--tasks", type=int, default=2000, help="tasks in the simulated taskset")
     parser.add_argument("--data", type=Path, help="a real split (.parquet) with reference pass-rate columns, "
@@ -230,7 +229,7 @@ def main() -> None:
                         help="the plot (a CSV beside it)")
     args = parser.parse_args()
     if args.features != list(FEATURES) and not args.data:
-        parser.error("--features names columns of --data: give --data too")
+        parser.error("--features: names columns of --data, give --data too")
 
     if args.data:
         weak, strong, latent = measured_tasks(args.data, args.features)

@@ -16,7 +16,6 @@ whose hop (about a millisecond) counts against the training path.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import statistics
 import sys
@@ -27,7 +26,7 @@ from fastapi import Request
 
 from frozenlake.data import solvable_tasks
 from frozenlake.workflow import run_frozen_lake
-from rftkit.cli import HelpFormatter
+from rftkit.cli import ArgumentParser
 from runkit.adapter_harness import run_in_adapter
 from runkit.fake_vllm_server import FakeVLLMServer
 
@@ -85,7 +84,7 @@ async def measure(tasks: list[dict], server, target: str, model_name: str, round
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+    parser = ArgumentParser(description=__doc__)
     parser.add_argument("--episodes", type=int, default=30, help="FrozenLake episodes per path and round")
     parser.add_argument("--rounds", type=int, default=3, help="repeat both paths; the medians are printed")
     parser.add_argument("--base-url", help="a real OpenAI-compatible server (no /v1), e.g. vllm serve "

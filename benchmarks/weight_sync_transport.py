@@ -14,14 +14,13 @@ unchanged. CPU only.
 
 from __future__ import annotations
 
-import argparse
 import time
 
 import ray
 import torch
 
 from rftkit.trainer import weight_sync
-from rftkit.cli import HelpFormatter
+from rftkit.cli import ArgumentParser
 
 
 @ray.remote
@@ -56,7 +55,7 @@ def transfer(state: dict, numpy_views: bool) -> tuple[float, float, bool]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+    parser = ArgumentParser(description=__doc__)
     parser.add_argument("--gib", type=float, default=1.0, help="size of the state dict (default: %(default)s)")
     parser.add_argument("--tensors", type=int, default=100, help="tensors in it (default: %(default)s)")
     args = parser.parse_args(argv)

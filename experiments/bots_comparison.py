@@ -38,7 +38,7 @@ import time
 from pathlib import Path
 
 from math_bots.example import MATH
-from rftkit.cli import HelpFormatter
+from rftkit.cli import ArgumentParser
 from runkit.commands import evaluate_command, launch_command
 from runkit.runs import job_dir, last_checkpoint
 from runkit.serving import model_folder, parser_flags, thinks, vllm_server
@@ -312,8 +312,7 @@ def draw(result: dict, path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m experiments.bots_comparison", description=__doc__,
-                                     formatter_class=HelpFormatter)
+    parser = ArgumentParser(prog="python -m experiments.bots_comparison", description=__doc__)
     parser.add_argument("model", type=Path, nargs="?", help="HF model folder, or a .gguf file to convert")
     parser.add_argument("--selector", choices=list(CONFIGS),
                         help="which run this call makes (required unless --report-only)")
@@ -341,7 +340,7 @@ def main(argv: list[str] | None = None) -> int:
         print(markdown(report(out, args.data.resolve(), args.features[-1])), flush=True)
         return 0
     if args.model is None or args.selector is None:
-        parser.error("MODEL and --selector are required unless --report-only")
+        parser.error("MODEL, --selector: required unless --report-only")
     check_model_and_length(parser, args)
     data = args.data.resolve()
     for split in ("train", "test"):

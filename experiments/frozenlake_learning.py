@@ -32,7 +32,7 @@ from pathlib import Path
 
 from frozenlake.example import FROZENLAKE
 from frozenlake.report import compare
-from rftkit.cli import HelpFormatter
+from rftkit.cli import ArgumentParser
 from runkit.commands import evaluate_command, launch_command
 from runkit.runs import job_dir, last_checkpoint
 from runkit.serving import model_folder, parser_flags, vllm_server
@@ -79,8 +79,7 @@ def draw_curves(out: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m experiments.frozenlake_learning", description=__doc__,
-                                     formatter_class=HelpFormatter)
+    parser = ArgumentParser(prog="python -m experiments.frozenlake_learning", description=__doc__)
     parser.add_argument("model", type=Path, nargs="?", help="HF model folder, or a .gguf file to convert")
     parser.add_argument("--out", type=Path, required=True,
                         help="output folder: both evaluations, the run's checkpoints, logs and charts")

@@ -25,7 +25,7 @@ import re
 import sys
 from pathlib import Path
 
-from rftkit.cli import HelpFormatter
+from rftkit.cli import ArgumentParser
 from math_bots.example import MATH
 from runkit.commands import evaluate_command
 from runkit.serving import model_folder, parser_flags, vllm_server
@@ -47,8 +47,7 @@ def model_pairs(values: list[str], parser: argparse.ArgumentParser) -> list[tupl
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m experiments.math_pass_rates", description=__doc__,
-                                     formatter_class=HelpFormatter)
+    parser = ArgumentParser(prog="python -m experiments.math_pass_rates", description=__doc__)
     parser.add_argument("models", nargs="+", metavar="NAME=MODEL", help="HF model folder or .gguf file, weakest first")
     parser.add_argument("--data", type=Path, default=REPO / "data" / "math_bots" / "gsm_symbolic",
                         help="folder with the split (default: %(default)s)")

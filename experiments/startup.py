@@ -2,7 +2,7 @@
 
     python -m experiments.startup MODEL --out OUT --data DIR [--minutes 9] \\
         --variant default --variant overlap=RFTKIT_CONCURRENT_START=1 \\
-        --variant async8=explorer.runner_per_model=8,explorer.concurrent_mode=asynchronous,explorer.max_repeat_times_per_runner=16
+        --variant at-once=explorer.runner_prepare_concurrency=64
 
 MODEL is a Hugging Face model folder, or a GGUF file, which transformers turns into one (in
 <out>/model, once). Each variant is `frozenlake/main.py` with the learning run's settings (8 maps
@@ -33,7 +33,7 @@ from pathlib import Path
 
 from frozenlake.example import FROZENLAKE
 from rftkit import startup
-from rftkit.cli import HelpFormatter
+from rftkit.cli import ArgumentParser
 from rftkit.files import atomic_paths
 from runkit.commands import launch_command
 from runkit.runs import job_dir
@@ -149,8 +149,7 @@ def report(out: Path, variants: list[str], group: int) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m experiments.startup", description=__doc__,
-                                     formatter_class=HelpFormatter)
+    parser = ArgumentParser(prog="python -m experiments.startup", description=__doc__)
     parser.add_argument("model", type=Path, nargs="?", help="HF model folder, or a .gguf file to convert")
     parser.add_argument("--out", type=Path, required=True, help="a folder per variant, and the report")
     parser.add_argument("--data", type=Path, help="FrozenLake train and test splits (required unless --report-only)")
@@ -167,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     group = SETTINGS["algorithm.repeat_times"]
     if not args.report_only:
         if args.model is None or args.data is None:
-            parser.error("model and --data: required unless --report-only")
+            parser.error("model, --data: required unless --report-only")
         if not args.model.exists():
             parser.error(f"model: no such file or folder: {args.model}")
         if not (args.data / "train.parquet").is_file():

@@ -34,7 +34,6 @@ summarises a run folder fetched from a launch that did not end by itself, and ru
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import json
 import statistics
@@ -45,7 +44,7 @@ import time
 from pathlib import Path
 
 
-from rftkit.cli import HelpFormatter
+from rftkit.cli import ArgumentParser
 from runkit.commands import launch_command
 from runkit.examples import EXAMPLES
 from runkit.runs import job_dir
@@ -201,8 +200,7 @@ def report(example: str, run_dir: Path, launched_at: str, settings: list[str], e
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m experiments.step_cost", description=__doc__,
-                                     formatter_class=HelpFormatter)
+    parser = ArgumentParser(prog="python -m experiments.step_cost", description=__doc__)
     parser.add_argument("example", choices=list(SCALE), help="the example whose shipped config's scale to time")
     parser.add_argument("--out", type=Path, required=True,
                         help="output folder: <example>.json and .log; the model, data and checkpoints go to <out>/work")
@@ -226,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     if args.report_only:
         if not args.launched_at:
-            parser.error("--report-only needs --launched-at")
+            parser.error("--report-only: needs --launched-at")
         result = report(args.example, args.report_only, args.launched_at, args.set, estimate_steps)
         (out / f"{args.example}.json").write_text(json.dumps(result, indent=2))
         print(json.dumps(result, indent=2))

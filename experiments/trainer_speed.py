@@ -64,7 +64,7 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
-from rftkit.cli import HelpFormatter
+from rftkit.cli import ArgumentParser
 from rftkit.overrides import REF_DTYPE_KEY
 from runkit.serving import free_port
 from runkit.steps import run_step
@@ -501,8 +501,7 @@ def worker_main(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m experiments.trainer_speed", description=__doc__,
-                                     formatter_class=HelpFormatter)
+    parser = ArgumentParser(prog="python -m experiments.trainer_speed", description=__doc__)
     parser.add_argument("examples", nargs="*", metavar="EXAMPLE", help=f"of {list(EXAMPLES)} (default: both)")
     parser.add_argument("--out", type=Path, default=REPO / "outputs" / "trainer-speed",
                         help="results, logs and the picture (default: %(default)s)")
@@ -522,7 +521,7 @@ def main(argv: list[str] | None = None) -> int:
         return worker_main(args)
     unknown = [e for e in args.examples if e not in EXAMPLES]
     if unknown:
-        parser.error(f"unknown example(s) {unknown}: expected some of {list(EXAMPLES)}")
+        parser.error(f"EXAMPLE: unknown {unknown}, expected some of {list(EXAMPLES)}")
     args.examples = args.examples or list(EXAMPLES)
 
     import torch

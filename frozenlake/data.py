@@ -47,13 +47,13 @@ MAX_DRAWS_PER_ROW = 1000
 def check_settings(map_max_size: int, train_size: int, test_size: int, env_max_steps: int) -> None:
     """Raise ValueError naming the flag for any setting that cannot produce a dataset."""
     if map_max_size < 2:
-        raise ValueError(f"--map_max_size must be at least 2 (a map needs S and G), got {map_max_size}")
+        raise ValueError(f"--map_max_size: must be at least 2 (a map needs S and G), got {map_max_size}")
     if train_size < 1:
-        raise ValueError(f"--train_size must be at least 1, got {train_size}")
+        raise ValueError(f"--train_size: must be at least 1, got {train_size}")
     if test_size < 1:
-        raise ValueError(f"--test_size must be at least 1, got {test_size}")
+        raise ValueError(f"--test_size: must be at least 1, got {test_size}")
     if not 1 <= env_max_steps <= AGENT_MAX_STEPS:
-        raise ValueError(f"--env_max_steps must be 1 to {AGENT_MAX_STEPS} (the moves of an episode), "
+        raise ValueError(f"--env_max_steps: must be 1 to {AGENT_MAX_STEPS} (the moves of an episode), "
                          f"got {env_max_steps}")
 
 

@@ -9,19 +9,18 @@ Hyper-parameters live in configs/frozenlake.yaml (upstream's values); flags over
 A config without tasksets (upstream's own config.yaml) gets a training taskset from --data-dir.
 """
 
-import argparse
 import os
 import sys
 
 from frozenlake.example import FROZENLAKE
-from rftkit.cli import HelpFormatter
+from rftkit.cli import ArgumentParser
 from rftkit.inputs import reports_input_errors
 from rftkit.launch import add_arguments, launch
 
 
 @reports_input_errors
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+    parser = ArgumentParser(description=__doc__)
     add_arguments(parser, default_config=str(FROZENLAKE.config_path()))
     parser.add_argument("--data-dir", default=os.environ.get("FROZENLAKE_DATA_DIR", FROZENLAKE.data["train"]),
                         help="folder with train.parquet and test.parquet, from scripts/get_frozenlake_data.py "

@@ -8,18 +8,17 @@ Data: run scripts/prepare_math_data.py first; the config names its outputs, --tr
 point elsewhere (upstream's config files need both).
 """
 
-import argparse
 import sys
 
 from math_bots.example import MATH
-from rftkit.cli import HelpFormatter
+from rftkit.cli import ArgumentParser
 from rftkit.inputs import reports_input_errors
 from rftkit.launch import add_arguments, launch
 
 
 @reports_input_errors
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+    parser = ArgumentParser(description=__doc__)
     add_arguments(parser, default_config=str(MATH.config_path()))
     parser.add_argument("--train-dir", help="folder with the training split's train.parquet (default: the config's)")
     parser.add_argument("--eval-dir", help="folder with AIME-24's test.parquet (default: the config's)")

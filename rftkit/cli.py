@@ -1,4 +1,4 @@
-"""What the project's command lines share: help that shows each option's default."""
+"""What the project's command lines share: help that shows each option's default, and one-line errors."""
 
 from __future__ import annotations
 
@@ -21,3 +21,18 @@ def has_default(action: argparse.Action) -> bool:
     """Whether --help has a default to show for the action: not None, False, [] or SUPPRESS (0 and 0.0 are)."""
     return not (action.default is None or action.default is False or action.default is argparse.SUPPRESS
                 or (isinstance(action.default, list) and action.default == []))
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """The project's command lines: HelpFormatter's --help, and a bad argument answered by one line,
+    `error: <flag>: <what>`, and exit status 2, as every other bad input is (--help keeps the usage)."""
+
+    def __init__(self, *args, formatter_class=HelpFormatter, **kwargs):
+        super().__init__(*args, formatter_class=formatter_class, **kwargs)
+
+    def error(self, message: str):
+        message = message.removeprefix("argument ")  # argparse's "argument --limit: ..." names the flag anyway
+        flag, _, what = message.partition(": ")
+        if what.startswith((flag + " ", flag + ":")):  # a type's own message that names the flag, with its value
+            message = what
+        self.exit(2, f"error: {' '.join(message.split())}\n")

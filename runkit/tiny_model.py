@@ -18,14 +18,13 @@ Usage:
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import sys
 import time
 from pathlib import Path
 
-from rftkit.cli import HelpFormatter
+from rftkit.cli import ArgumentParser
 from rftkit.reports.local_llm import default_gguf
 
 # Parsers in vLLM 0.23.0 (the version this project pins for GPU) and what they need:
@@ -269,8 +268,7 @@ def build_random_model(out_dir: str | Path, architecture: str, tokenizer_source:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m runkit.tiny_model", description=__doc__.split("\n\n")[0],
-                                     formatter_class=HelpFormatter)
+    parser = ArgumentParser(prog="python -m runkit.tiny_model", description=__doc__.split("\n\n")[0])
     parser.add_argument("out_dir", nargs="?", help="folder for the model (built or reused)")
     parser.add_argument("--export-tokenizer", metavar="DIR",
                         help="only save the prepared tokenizer to DIR (instead of building a model in OUT_DIR)")
@@ -282,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="seed of the random weights")
     args = parser.parse_args(argv)
     if (args.out_dir is None) == (args.export_tokenizer is None):
-        parser.error("give exactly one of OUT_DIR or --export-tokenizer DIR")
+        parser.error("OUT_DIR, --export-tokenizer: give exactly one")
 
     start = time.perf_counter()
     if args.export_tokenizer:

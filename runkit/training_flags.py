@@ -9,6 +9,6 @@ import argparse
 def check_model_and_length(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """The training needs a length (--steps, --minutes, or both) and a MODEL that exists: parser.error otherwise."""
     if args.steps is None and args.minutes is None:
-        parser.error("give --steps, --minutes, or both")
+        parser.error("--steps, --minutes: give one, or both")
     if not args.model.exists():
         parser.error(f"model: no such file or folder: {args.model}")

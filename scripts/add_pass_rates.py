@@ -20,7 +20,6 @@ The episodes must be of this split: one task per row, in order, each with the ro
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from collections import defaultdict
@@ -30,7 +29,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from rftkit.cli import HelpFormatter
+from rftkit.cli import ArgumentParser
 from rftkit.files import atomic_paths
 from rftkit.inputs import InputError, open_split, reports_input_errors
 
@@ -80,7 +79,7 @@ def draw(rates: list[float], column: str, title: str, path: Path) -> None:
 
 @reports_input_errors
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+    parser = ArgumentParser(description=__doc__)
     parser.add_argument("--data", type=Path, required=True, help="folder with <split>.parquet")
     parser.add_argument("--split", default="train", help="split to add the column to (default: %(default)s)")
     parser.add_argument("--episodes", type=Path, required=True, help="episodes.jsonl of scripts/evaluate.py on it")

@@ -16,7 +16,6 @@ and report.json says what the model was (a GGUF file and its sha256, an endpoint
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import hashlib
@@ -27,7 +26,7 @@ from pathlib import Path
 
 from agentscope.model import OpenAIChatModel
 
-from rftkit.cli import HelpFormatter
+from rftkit.cli import ArgumentParser
 from rftkit.reports.evaluation import run_episodes
 from rftkit.example import Example
 from rftkit.files import atomic_paths, check_writable
@@ -144,7 +143,7 @@ def write_outputs(out: Path, example: Example, report: dict, header: dict, episo
 # ---------------------------------------------------------------- command line
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+    parser = ArgumentParser(description=__doc__)
     parser.add_argument("--task", choices=sorted(EXAMPLES), required=True, help="the example whose split to play")
     parser.add_argument("--data", help="folder with <split>.parquet (default: " +
                                        ", ".join(f"{e.name} {e.data['eval']}" for e in EXAMPLES.values()) + ")")
@@ -173,14 +172,14 @@ def parse_args(argv):
     args = parser.parse_args(argv)
     for flag in ("repeats", "concurrency", "threads", "max_tokens", "context"):
         if getattr(args, flag) < 1:
-            parser.error(f"--{flag.replace('_', '-')} must be at least 1, got {getattr(args, flag)}")
+            parser.error(f"--{flag.replace('_', '-')}: must be at least 1, got {getattr(args, flag)}")
     if args.limit is not None and args.limit < 1:
-        parser.error(f"--limit must be at least 1, got {args.limit}")
+        parser.error(f"--limit: must be at least 1, got {args.limit}")
     owner = BASELINES.get(args.model)
     if owner and owner.name != args.task:
-        parser.error(f"--model {args.model} is a {owner.title} policy; use openai or local for --task {args.task}")
+        parser.error(f"--model: {args.model} is a {owner.title} policy; use openai or local for --task {args.task}")
     if args.model == "openai" and not (args.base_url and args.model_name):
-        parser.error("--model openai needs --base-url and --model-name")
+        parser.error("--model: openai needs --base-url and --model-name")
     args.data = Path(args.data or EXAMPLES[args.task].data["eval"])
     return parser, args
 

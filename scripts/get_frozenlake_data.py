@@ -3,21 +3,20 @@
     python scripts/get_frozenlake_data.py --map_max_size 6 --train_size 10000 --test_size 100
 """
 
-import argparse
 import sys
 
 import pyarrow.parquet as pq
 
 from frozenlake.data import DEFAULT_DIR, MAP_MAX_SIZE, SEED, TEST_SIZE, TRAIN_SIZE, write_dataset
 from frozenlake.env import ENV_MAX_STEPS
-from rftkit.cli import HelpFormatter
+from rftkit.cli import ArgumentParser
 from rftkit.files import check_writable
 from rftkit.inputs import reports_input_errors
 
 
 @reports_input_errors
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+    parser = ArgumentParser(description=__doc__)
     # upstream's flags are spelled with underscores; the hyphen spellings are the project's
     parser.add_argument("--map_max_size", "--map-max-size", type=int, default=MAP_MAX_SIZE,
                         help="largest map side; sizes are 2..this, inclusive")

