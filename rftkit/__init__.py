@@ -14,5 +14,5 @@ example.py         the Example an example folder describes itself with
 
 trainer/           patches to verl and Trinity-RFT applied in the Ray workers
 reports/           evaluating a model and reporting on runs
-trinity_plugins/   Trinity plugins, loaded by folder (Trinity's TRINITY_PLUGIN_DIRS)
+trinity_plugins/   Trinity plugins, imported by name in the launcher and in every Ray worker
 """

@@ -12,7 +12,7 @@ import os
 import subprocess
 import sys
 
-from rftkit import startup, workers
+from rftkit import startup, trinity_plugins, workers
 from rftkit.trainer import colocate, concurrent_start, weight_sync
 
 # Rollout engines get this share of the GPUs; the trainer gets the rest.
@@ -131,8 +131,9 @@ def connect_ray(trinity_config, timeline: os.PathLike | None = None) -> None:
     env_vars = trinity_config.get_envs()
     if timeline is not None:  # where the workers mark the start-up phases they end (rftkit.startup)
         env_vars[startup.TIMELINE_ENV] = str(timeline)
-    if os.environ.get(concurrent_start.SWITCH_ENV):  # the start-up order asked for at the launch
-        env_vars[concurrent_start.SWITCH_ENV] = os.environ[concurrent_start.SWITCH_ENV]
+    for name in (concurrent_start.SWITCH_ENV, trinity_plugins.EXTRA_ENV):  # asked for at the launch
+        if os.environ.get(name):
+            env_vars[name] = os.environ[name]
     if trinity_config.mode == "colocate":  # weights through the object store: in the engine's dtype
         env_vars[weight_sync.DTYPE_ENV] = trinity_config.explorer.rollout_model.dtype
     ray.init(address=trinity_config.cluster.ray_address, namespace=trinity_config.ray_namespace,

@@ -22,12 +22,12 @@ from typing import Callable
 
 from omegaconf.errors import OmegaConfBaseException
 
+from rftkit import trinity_plugins
 from rftkit.trainer import attention
 from rftkit.trainer.import_patch import patch_on_import, source_has
 from rftkit.inputs import InputError
 from rftkit.overrides import write_yaml
 
-PLUGIN_DIR = Path(__file__).resolve().parent / "trinity_plugins"
 PLUGIN_DIRS_ENV = "TRINITY_PLUGIN_DIRS"  # trinity.common.constants.PLUGIN_DIRS_ENV_VAR
 
 
@@ -35,24 +35,20 @@ _loaded_plugin_dirs: set[str] = set()
 
 
 def use_plugins() -> None:
-    """Make this project's Trinity plugins (the resumable BOTS selector) known here and in Ray actors.
+    """Make the Trinity plugins known here, where the config is validated: this project's, imported by
+    name (`rftkit.trinity_plugins`, which Ray workers get through the worker hook), and those in the
+    folders a user put in TRINITY_PLUGIN_DIRS, with Trinity's loader (as its actors will). Removes
+    the copies of this project's plugins that earlier versions let Trinity leave in its package."""
+    from trinity.utils import plugin_loader
 
-    The import registers them in this process, where the config is validated;
-    Trinity passes TRINITY_PLUGIN_DIRS on to its actors, which load the folder.
-    Other folders already in TRINITY_PLUGIN_DIRS (a user's own plugins) are
-    loaded here too, with Trinity's loader, so that configs naming them validate.
-    """
-    import rftkit.trinity_plugins.resumable_bots  # noqa: F401 - registers on import
-
+    for path in trinity_plugins.remove_stale_copies(plugin_loader):
+        print(f"removed {path}: a copy of this project's plugin that Trinity's actors would load", flush=True)
+    trinity_plugins.load()
     dirs = [d for d in os.environ.get(PLUGIN_DIRS_ENV, "").split(os.pathsep) if d]
-    others = [d for d in dirs if d != str(PLUGIN_DIR) and d not in _loaded_plugin_dirs]
+    others = [d for d in dirs if d not in _loaded_plugin_dirs]
     if others:
-        from trinity.utils.plugin_loader import load_plugin_from_dirs
-
-        load_plugin_from_dirs(others)
+        plugin_loader.load_plugin_from_dirs(others)
         _loaded_plugin_dirs.update(others)
-    if str(PLUGIN_DIR) not in dirs:
-        os.environ[PLUGIN_DIRS_ENV] = os.pathsep.join([*dirs, str(PLUGIN_DIR)])
 
 
 TRAINER_MODULE = "trinity.trainer.trainer"  # is_verl_legacy(), as of Trinity-RFT 0.6.0

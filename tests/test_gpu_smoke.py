@@ -155,7 +155,7 @@ def test_the_fault_runs_pass_trinitys_checker_with_the_fault_plugin(fault, sampl
     (tmp_path / "model").mkdir()
     copy_sample_data(sample_work, tmp_path / "work")
     command = smoke.command_for("frozenlake.yaml", tmp_path / "work", tmp_path / "model", tmp_path / "ckpt", fault)
-    env = {**os.environ, "TRINITY_PLUGIN_DIRS": str(smoke.FAULT_PLUGINS)}
+    env = smoke.fault_plugin_env(os.environ)
     out = dry_run(command, env=env)
     if fault == "explorer":
         assert "operators       ['fault_explorer']" in out
@@ -163,11 +163,9 @@ def test_the_fault_runs_pass_trinitys_checker_with_the_fault_plugin(fault, sampl
 
 def test_the_injected_faults_raise_what_the_smoke_looks_for():
     import asyncio
-    import importlib.util
+    import importlib
 
-    spec = importlib.util.spec_from_file_location("smoke_faults", smoke.FAULT_PLUGINS / "smoke_faults.py")
-    faults = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(faults)
+    faults = importlib.import_module(smoke.FAULT_PLUGIN)
     assert faults.INJECTED_FAULT == smoke.INJECTED_FAULT
     with pytest.raises(RuntimeError, match="explorer: injected fault"):
         asyncio.run(faults.FaultExplorer().process([]))

@@ -11,9 +11,11 @@ import pytest
 import torch
 from trinity.buffer.reader.file_reader import _HFBatchReader
 from trinity.buffer.selector import SELECTORS
-from trinity.common.config import Config, DataSelectorConfig
+from trinity.common.config import DataSelectorConfig
 
-from rftkit.trinity_config import PLUGIN_DIR, PLUGIN_DIRS_ENV, use_plugins
+from conftest import REPO
+from rftkit import trinity_plugins
+from rftkit.trinity_config import PLUGIN_DIRS_ENV, use_plugins
 from rftkit.trinity_plugins.resumable_bots import NAME, ResumableDifficultyBasedSelector
 
 KWARGS = {"m": 8, "lamb": 0.1, "rho": 0.1, "target_reward": 0.8, "tau": 0, "do_sample": True}
@@ -84,21 +86,56 @@ def test_old_checkpoints_load_and_mismatched_ones_are_refused():
         selector.load_state_dict(bigger.state_dict())
 
 
-def test_trinity_actors_find_it_through_the_plugin_dir():
-    """What the Explorer actor does at start: load_plugins() from TRINITY_PLUGIN_DIRS, then build selectors."""
-    env = {**os.environ, PLUGIN_DIRS_ENV: str(PLUGIN_DIR)}
-    code = ("from trinity.utils.plugin_loader import load_plugins; load_plugins(); "
+def test_a_ray_worker_gets_it_where_trinitys_actors_load_plugins_and_nothing_is_copied(tmp_path):
+    """What an Explorer actor does at start, in a worker with the launch's setup hook: load_plugins(), then
+    build selectors. The selector is there, and Trinity's package folder has no copy of it."""
+    import trinity.utils.plugin_loader
+
+    installed = os.path.join(os.path.dirname(os.path.dirname(trinity.utils.plugin_loader.__file__)), "plugins")
+    before = sorted(os.listdir(installed))
+    env = {key: value for key, value in os.environ.items() if key != PLUGIN_DIRS_ENV}
+    code = ("import rftkit.workers; rftkit.workers.setup(); "
+            "from trinity.utils.plugin_loader import load_plugins; load_plugins(); "
             "from trinity.buffer.selector import SELECTORS; "
-            f"print(SELECTORS.get({NAME!r}).__name__)")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
-    assert result.stdout.strip().splitlines()[-1] == "ResumableDifficultyBasedSelector"
+            f"print(SELECTORS.get({NAME!r}).__module__)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True,
+                            cwd=tmp_path)
+    assert result.stdout.strip().splitlines()[-1] == "rftkit.trinity_plugins.resumable_bots"
+    assert sorted(os.listdir(installed)) == before
 
 
-def test_the_launcher_passes_the_plugin_dir_to_ray(monkeypatch):
-    monkeypatch.delenv(PLUGIN_DIRS_ENV, raising=False)
+def test_the_launcher_loads_its_plugins_and_a_users_plugin_dirs(tmp_path, monkeypatch):
+    (tmp_path / "mine.py").write_text("LOADED = True\n")
+    monkeypatch.setenv(PLUGIN_DIRS_ENV, str(tmp_path))
+    monkeypatch.setattr("trinity.utils.plugin_loader.shutil.copy2", lambda *args: None)  # Trinity's copy, not ours
     use_plugins()
     use_plugins()  # idempotent
-    assert Config().get_envs()[PLUGIN_DIRS_ENV] == str(PLUGIN_DIR)
-    monkeypatch.setenv(PLUGIN_DIRS_ENV, "/opt/my_plugins")
-    use_plugins()
-    assert os.environ[PLUGIN_DIRS_ENV] == os.pathsep.join(["/opt/my_plugins", str(PLUGIN_DIR)])
+    assert sys.modules["trinity.plugins.mine"].LOADED
+    assert SELECTORS.get(NAME) is ResumableDifficultyBasedSelector
+    assert os.environ[PLUGIN_DIRS_ENV] == str(tmp_path), "the user's folders stay as they were"
+
+
+def test_more_plugin_modules_come_from_the_environment(monkeypatch):
+    monkeypatch.setenv(trinity_plugins.EXTRA_ENV, " tests.gpu.faults.smoke_faults ,")
+    assert trinity_plugins.modules() == [*trinity_plugins.MODULES, "tests.gpu.faults.smoke_faults"]
+
+
+def test_stale_copies_of_this_projects_plugins_are_removed_and_others_kept(tmp_path):
+    loader = tmp_path / "trinity" / "utils" / "plugin_loader.py"
+    plugins = tmp_path / "trinity" / "plugins"
+    for folder in (loader.parent, plugins):
+        folder.mkdir(parents=True)
+    (plugins / "resumable_bots.py").write_text((REPO / "rftkit/trinity_plugins/resumable_bots.py").read_text())
+    (plugins / "smoke_faults.py").write_text("a user's own plugin of the same name\n")
+    import types
+
+    removed = trinity_plugins.remove_stale_copies(types.SimpleNamespace(__file__=str(loader)))
+    assert removed == [str(plugins / "resumable_bots.py")]
+    assert sorted(p.name for p in plugins.iterdir()) == ["smoke_faults.py"]
+
+
+def test_the_patch_stops_when_trinity_no_longer_loads_plugins_so():
+    import types
+
+    with pytest.raises(RuntimeError, match="load_plugins is gone.*Trinity-RFT 0.6.0"):
+        trinity_plugins.after_trinity_loads_plugins(types.SimpleNamespace())

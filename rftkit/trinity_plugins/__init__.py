@@ -1,2 +1,84 @@
-"""Trinity-RFT plugins of the project: `resumable_bots.py`, the BOTS selector that keeps its posteriors
-across a restart. The launcher points TRINITY_PLUGIN_DIRS at this folder so that Trinity's actors load it."""
+"""The project's Trinity-RFT plugins, and how every process of a run gets them from the project itself.
+
+`resumable_bots.py` is the BOTS selector that keeps its posteriors across a restart. Trinity's own
+way in, a folder in TRINITY_PLUGIN_DIRS, copies each plugin file into the installed
+`trinity/plugins/` folder, where a stale copy outlives the run and is loaded by every later
+`trinity run`. Instead, these modules are imported by name: in the launching process by
+`load()`, and in each Ray worker right after Trinity's `load_plugins()`, the call with which
+Trinity-RFT 0.6.0's actors load plugins (`worker_setup`, from `rftkit.workers`). A module
+imported by name is found again by name when one of its objects is unpickled in another process.
+
+RFTKIT_PLUGINS adds modules, comma-separated (the GPU smoke's fault plugin:
+`tests.gpu.faults.smoke_faults`); they must be importable in the workers too.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import os
+from types import ModuleType
+
+MODULES = ("rftkit.trinity_plugins.resumable_bots",)
+EXTRA_ENV = "RFTKIT_PLUGINS"
+PLUGIN_LOADER = "trinity.utils.plugin_loader"  # written against Trinity-RFT 0.6.0
+# What earlier versions of this project let Trinity copy into trinity/plugins/, and a line each copy holds.
+STALE_COPIES = {"resumable_bots.py": "`difficulty_based_resumable`: Trinity's BOTS selector",
+                "smoke_faults.py": "Faults on purpose, for `python -m tests.gpu.smoke --fault`"}
+
+
+def modules() -> list[str]:
+    """The plugin modules of this process: the project's, then RFTKIT_PLUGINS'."""
+    extra = [name.strip() for name in os.environ.get(EXTRA_ENV, "").split(",") if name.strip()]
+    return [*MODULES, *extra]
+
+
+def load() -> None:
+    """Import every plugin module here: each registers itself with Trinity's registries."""
+    for name in modules():
+        importlib.import_module(name)
+
+
+def remove_stale_copies(loader: ModuleType) -> list[str]:
+    """Delete the copies of this project's plugins that Trinity's loader left in trinity/plugins/ (for
+    earlier versions of this project), so that no actor loads them; returns the paths removed."""
+    folder = os.path.join(os.path.dirname(os.path.dirname(loader.__file__)), "plugins")
+    removed = []
+    for name, marker in STALE_COPIES.items():
+        path = os.path.join(folder, name)
+        try:
+            with open(path, encoding="utf-8") as copy:
+                if marker not in copy.read():  # a file of that name that is not ours: leave it
+                    continue
+            os.remove(path)
+        except OSError:  # absent, or a read-only install: nothing to do
+            continue
+        removed.append(path)
+    return removed
+
+
+def after_trinity_loads_plugins(loader: ModuleType) -> None:
+    """Patch Trinity-RFT 0.6.0's `load_plugins()`: then import this project's plugin modules."""
+    original = getattr(loader, "load_plugins", None)
+    if getattr(original, "loads_project_plugins", False):
+        return
+    if not callable(original):
+        raise RuntimeError(f"rftkit.trinity_plugins: {PLUGIN_LOADER}.load_plugins is gone; Trinity-RFT 0.6.0's "
+                           "actors called it to load plugins, and this patch must be checked against it")
+
+    @functools.wraps(original)
+    def load_plugins(*args, **kwargs):
+        result = original(*args, **kwargs)
+        load()
+        return result
+
+    load_plugins.loads_project_plugins = True
+    loader.load_plugins = load_plugins
+
+
+def worker_setup() -> None:
+    """In every worker of a run: the project's plugins wherever Trinity loads plugins (see the module's docstring).
+    Applied before Trinity's actor modules import `load_plugins` by name, so that they get this one."""
+    from rftkit.trainer.import_patch import patch_on_import
+
+    patch_on_import(PLUGIN_LOADER, after_trinity_loads_plugins)

@@ -7,9 +7,8 @@ one does (it adds no logic to selection or feedback) and also saves and
 restores alpha, beta, the capability coefficient and rho (which `adaptive_rho`
 may have halved).
 
-This file is a Trinity plugin: `rftkit.trinity_config` points TRINITY_PLUGIN_DIRS at
-its folder so that Trinity's Ray actors load it, and imports it in the
-launching process, where the config is validated.
+This file is a Trinity plugin, imported by name in the launching process and in
+every Ray worker of a run (rftkit.trinity_plugins).
 """
 
 from __future__ import annotations

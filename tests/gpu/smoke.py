@@ -82,7 +82,7 @@ SMOKE_SETTINGS = {
 
 
 EXPERIENCE_COUNT = "experience_pipeline/experience_count"
-FAULT_PLUGINS = Path(__file__).resolve().parent / "faults"  # Trinity loads the plugin by its folder
+FAULT_PLUGIN = "tests.gpu.faults.smoke_faults"  # imported by name in every worker (rftkit.trinity_plugins)
 FAULTS = {
     "explorer": {"data_processor.experience_pipeline.operators": [{"name": "fault_explorer"}]},
     "trainer": {"algorithm.sample_strategy": "fault_trainer"},
@@ -114,6 +114,12 @@ class RunResult:
     @property
     def ok(self) -> bool:
         return bool(self.checks) and all(check.ok for check in self.checks)
+
+
+def fault_plugin_env(env) -> dict:
+    """`env` plus the fault plugin, for a launch and its Ray workers: its module name, and the repo on the path."""
+    path = [str(REPO), *[d for d in env.get("PYTHONPATH", "").split(os.pathsep) if d]]
+    return {**env, "RFTKIT_PLUGINS": FAULT_PLUGIN, "PYTHONPATH": os.pathsep.join(path)}
 
 
 def command_for(config: str, work: Path, model: Path, checkpoints: Path, fault: str | None = None,
@@ -307,8 +313,7 @@ def main(argv: list[str] | None = None) -> int:
               flush=True)
         env = None
         if args.fault:
-            plugin_dirs = [d for d in os.environ.get("TRINITY_PLUGIN_DIRS", "").split(os.pathsep) if d]
-            env = {**os.environ, "TRINITY_PLUGIN_DIRS": os.pathsep.join([*plugin_dirs, str(FAULT_PLUGINS)])}
+            env = fault_plugin_env(os.environ)
         log = out / f"{Path(config).stem}{f'-{args.fault}-fault' if args.fault else ''}.log"
         launched_at = time.time()
         probes = out / f"{Path(config).stem}-probes.jsonl"

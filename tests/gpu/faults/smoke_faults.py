@@ -1,6 +1,6 @@
 """Faults on purpose, for `python -m tests.gpu.smoke --fault`: prove that a run whose Explorer or Trainer dies ends.
 
-A Trinity plugin (load it with TRINITY_PLUGIN_DIRS=tests/gpu/faults); it registers:
+A Trinity plugin (load it with RFTKIT_PLUGINS=tests.gpu.faults.smoke_faults); it registers:
 
 * `fault_explorer`, an experience operator that raises on the first batch it sees.
   It runs in the Explorer's experience pipeline, so the Explorer's main loop dies at
