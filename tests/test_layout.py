@@ -7,6 +7,8 @@ fixed but is still listed: delete it, so that the lists only shrink.
 """
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 from conftest import REPO
@@ -156,3 +158,34 @@ def test_no_folder_holds_more_than_a_fifth_of_the_code():
             lines[folder(path)] = lines.get(folder(path), 0) + len(path.read_text().splitlines())
     total = sum(lines.values())
     same_as_allowed({name for name, count in lines.items() if count > FIFTH * total}, ALLOWED_LARGE_TODAY)
+
+
+def test_reading_a_config_and_a_dry_run_import_what_they_need_only(sample_work):
+    """Resolving a config (the YAML, the flags, the cluster plan) loads no torch; a whole dry run of each
+    example loads no report module (rftkit.reports: plotting, tensorboard files)."""
+    code = """
+import sys
+from rftkit import cluster
+from rftkit.overrides import apply_overrides, load_yaml, resolve_config
+config = apply_overrides(load_yaml("configs/frozenlake.yaml"), {"buffer.batch_size": 4})
+resolve_config(config, {}, cluster.plan_cluster(1, 2, 1, None), "configs/frozenlake.yaml")
+assert "torch" not in sys.modules, "resolving a config imported torch"
+"""
+    subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True, capture_output=True, text=True)
+    data = {"frozenlake/main.py": ["--data-dir", str(sample_work / "data" / "frozenlake")],
+            "math_bots/main.py": ["--config", "configs/config_random.yaml",
+                                  "--train-dir", str(sample_work / "data" / "math" / "guru_math"),
+                                  "--eval-dir", str(sample_work / "data" / "math" / "aime24")]}
+    for main, flags in data.items():
+        code = f"""
+import runpy, sys
+sys.argv = [{main!r}, "--dry-run", "--gpus", "2", *{flags!r}]
+try:
+    runpy.run_path({main!r}, run_name="__main__")
+except SystemExit:
+    pass
+print(sorted(name for name in sys.modules if name.startswith("rftkit.reports")))
+"""
+        result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
+        assert "the config is valid" in result.stdout, result.stdout[-1500:] + result.stderr[-1500:]
+        assert result.stdout.strip().splitlines()[-1] == "[]", result.stdout[-1500:]
