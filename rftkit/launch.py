@@ -79,27 +79,6 @@ def add_arguments(parser: argparse.ArgumentParser, default_config: str) -> None:
                         help="build and validate the exact config tune() would launch, print it and exit")
 
 
-MISSING_FLASH_ATTN = """\
-{config}: the trainer is set to load the model with attn_implementation={attn}, which needs the
-flash-attn package, and `import flash_attn` fails here ({reason}).
-Either install a flash-attn build that matches this torch ({torch}) and CUDA, or train without it:
-leave --attn at auto (the packed path without flash-attn), or add `--attn varlen`."""
-
-
-def check_attention(config: dict, config_name: str) -> None:
-    """Stop before launch if the configured attention needs flash-attn and it is not importable."""
-    attn = attention.configured_attention(config) or attention.TRINITY_DEFAULT_ATTN
-    if attn != "flash_attention_2":
-        return
-    reason = attention.flash_attn_error()
-    if reason is not None:
-        import torch
-
-        # a config this machine cannot run: exit 2, before anything starts
-        raise InputError(MISSING_FLASH_ATTN.format(config=config_name, attn=attn, reason=reason,
-                                                   torch=torch.__version__))
-
-
 def launch(args: argparse.Namespace, workflow_func: Callable, judge_func: Callable | None = None,
            data: dict[str, str | None] | None = None,
            check_data: Callable[[dict], None] | None = None) -> int:
@@ -156,7 +135,9 @@ def launch(args: argparse.Namespace, workflow_func: Callable, judge_func: Callab
     # The config tune() will build from the file written below: its Ray namespace, log folder and step
     # targets. Validated first, so that a setting Trinity rejects leaves nothing written.
     trinity_config = validate(config, workflow_func, judge_func, args.config)
-    check_attention(config, args.config)
+    problem = attention.not_loadable(config, args.config)
+    if problem:  # a config this machine cannot run: exit 2, before anything starts
+        raise InputError(problem)
     if adapted:
         print(f"adapted to this machine: {adapted_lines}", flush=True)
     print(f"trainer attention: {attention.describe(config)} ({attention_reason})", flush=True)

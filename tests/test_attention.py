@@ -217,3 +217,18 @@ def test_the_reference_model_is_kept_in_bf16_unless_the_config_says_otherwise(tm
     assert "trainer_config" not in raw["trainer"]  # the YAML mapping itself is left alone
     kept = resolve_config(raw, {"checkpoint_root_dir": str(tmp_path), REF_DTYPE_KEY: "fp32"}, plan)
     assert get_key(kept, REF_DTYPE_KEY, "frozenlake.yaml") == "fp32"
+
+
+def test_a_config_that_needs_flash_attn_is_refused_here_naming_the_way_out():
+    from rftkit.trainer import attention
+
+    if attention.flash_attn_error() is None:
+        pytest.skip("flash-attn imports here")
+    def config(attn):
+        return {"trainer": {"trainer_config": {"model": {"override_config": {"attn_implementation": attn}}}}}
+
+    problem = attention.not_loadable(config("flash_attention_2"), "configs/x.yaml")
+    assert problem.startswith("configs/x.yaml: the trainer is set to load the model with "
+                              "attn_implementation=flash_attention_2") and "--attn varlen" in problem
+    assert attention.not_loadable(config("sdpa"), "configs/x.yaml") is None
+    assert attention.not_loadable({}, "configs/x.yaml") == problem, "Trinity's default is flash_attention_2"

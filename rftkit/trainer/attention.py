@@ -109,6 +109,24 @@ def flash_attn_error() -> str | None:
     return None
 
 
+MISSING_FLASH_ATTN = """\
+{config}: the trainer is set to load the model with attn_implementation={attn}, which needs the
+flash-attn package, and `import flash_attn` fails here ({reason}).
+Either install a flash-attn build that matches this torch ({torch}) and CUDA, or train without it:
+leave --attn at auto (the packed path without flash-attn), or add `--attn varlen`."""
+
+
+def not_loadable(config: dict, config_name: str) -> str | None:
+    """Why the configured attention cannot load here (it needs flash-attn, which does not import), or None."""
+    attn = configured_attention(config) or TRINITY_DEFAULT_ATTN
+    reason = flash_attn_error() if attn == "flash_attention_2" else None
+    if reason is None:
+        return None
+    import torch
+
+    return MISSING_FLASH_ATTN.format(config=config_name, attn=attn, reason=reason, torch=torch.__version__)
+
+
 def use_torch_padding(attention_utils) -> None:
     """Make verl's padding entry points use its pure-torch helpers instead of flash_attn's."""
     from verl.utils import npu_flash_attn_utils as torch_padding
