@@ -65,7 +65,7 @@ ONE_GPU = {
 ACCURACY, EFFECTIVE, TOOL_CALLS = ("rollout/accuracy/mean", "experience_pipeline/selection/valid_ratio",
                                    "rollout/tool_calls/mean")
 WINDOW = 10  # steps per row of the report's table over time
-GOAL = 1.5  # issue 21: BOTS's effective-task ratio at 1.5 times random's or more, on average over the steps
+GOAL = 1.5  # the report's bar: BOTS's effective-task ratio at 1.5 times random's or more, averaged over the steps
 
 
 def train_command(selector: str, model: Path, data: Path, checkpoints: Path, args: argparse.Namespace) -> list[str]:

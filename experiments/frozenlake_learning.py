@@ -97,8 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-tokens", type=int, default=2048, help="tokens per reply, as in training")
     parser.add_argument("--max-model-len", type=int, default=25600, help="vLLM context, as in training")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="passed to the launcher")
-    parser.add_argument("--attn", default=None, help="the launcher's --attn (default: the launcher's, auto; "
-                                                      "the three runs of 2026-12-01 used sdpa)")
+    parser.add_argument("--attn", default=None, help="the launcher's --attn (default: the launcher's, auto)")
     parser.add_argument("--skip-before", action="store_true", help="reuse <out>/before/report.json")
     parser.add_argument("--report-only", action="store_true",
                         help="only redraw before_after.{md,png} from <out>/before and <out>/after")

@@ -24,7 +24,7 @@ optimizer step); then, for `before` and `varlen`, one colocated weight sync as T
 it: every tensor fetched from the object store onto the GPU; vLLM's own load into its weights is
 not included). The settings:
 
-* `before`: what every GPU run used until issue 20: `--attn sdpa` (padded micro-batches), verl's
+* `before`: the trainer as the project first ran it: `--attn sdpa` (padded micro-batches), verl's
   row-by-row log-probs, the reference model's weights in fp32, fp32 weights pickled through the
   object store;
 * `sdpa-blocks`: padded, with `rftkit.trainer.logprobs`: the log-probs every other setting is checked against;
@@ -86,12 +86,12 @@ PEAK_FLOPS = 989e12  # H200 (and H100 SXM) dense bf16, the figure MFU is quoted 
 EXAMPLES = {
     "frozenlake": dict(config="frozenlake.yaml", architecture="Qwen2.5-3B", experiences=64,
                        prompt=(280, 480), reply=(16, 256), padded_budget=4096),
-    # The math config's 24,576-token micro-batches, padded, ran out of memory on one H200 (2026-12-01,
-    # a 19 GiB allocation in the update): the padded settings run at half that.
+    # The math config's 24,576-token micro-batches, padded, do not fit one H200 (a 19 GiB allocation
+    # in the update): the padded settings run at half that.
     "math": dict(config="config_difficulty.yaml", architecture="Qwen3-0.6B", experiences=16,
                  prompt=(100, 300), reply=(512, 4096), padded_budget=12288),
 }
-# name -> --attn; the worker setup as before issue 20 (verl's row-by-row log-probs, Trinity's own
+# name -> --attn; the first worker setup (verl's row-by-row log-probs, Trinity's own
 # weight sync: fp32, pickled); the weight sync timed; more overrides
 SETTINGS = {
     "before": dict(attn="sdpa", old_setup=True, sync=True, overrides={REF_DTYPE_KEY: "fp32"}),

@@ -106,7 +106,7 @@ def first_fatal_error(log_dir: str | os.PathLike, since: dict[Path, int] | None 
     An Explorer error logged once the Trainer has finished is not one: when the
     Trainer reaches `trainer.total_steps` first, Trinity's launcher shuts the
     Explorer's experience pipeline down under its running step, which then fails
-    with "Experience pipeline is not initialized" (seen on GPUs). If the Trainer
+    with "Experience pipeline is not initialized". If the Trainer
     finished because it failed, its own error comes first.
     """
     log_dir = Path(log_dir)

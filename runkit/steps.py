@@ -85,8 +85,8 @@ def hear_sigint() -> None:
 
     A background job of a non-interactive shell (`setsid nohup python3 -m experiments... &`, as on the
     GPU machine) starts with SIGINT ignored, and every process below it inherits that, so a
-    Python step installs no KeyboardInterrupt handler: the time limit's SIGINT then did nothing
-    and the run was killed 105 s later. With the default action restored, Python handles it."""
+    Python step would install no KeyboardInterrupt handler and the time limit's SIGINT would do
+    nothing. With the default action restored, Python handles it."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 

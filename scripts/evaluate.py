@@ -47,9 +47,7 @@ class SeedPerCallModel(OpenAIChatModel):
 
     Servers that honour `seed` (vLLM, llama.cpp) then repeat a run exactly. One seed for a whole
     episode would not do: a seeded server draws the same random numbers for every call, so each move
-    samples at the same points of similar distributions and the model repeats itself. On GPU that
-    made 247 of 400 FrozenLake episodes play one action for every move, and the success rate 0.07
-    where Trinity's own unseeded evaluation of the same model gave 0.25."""
+    samples at the same points of similar distributions and the model repeats one action."""
 
     def __init__(self, seed: int, **kwargs) -> None:
         super().__init__(**kwargs)

@@ -2,8 +2,8 @@
 
 verl 0.8's FSDP engine gives every forward-only model (the reference policy) FSDP2's
 `CPUOffloadPolicy`: its weights live in pinned host memory and are copied to the GPU for every
-micro-batch. For a 3B model that made the reference log-prob pass 1.16 s where the bare forward
-took 0.53 s (docs/results/2026-12-01-trainer-speed.md). The reference weights, in bf16, take an
+micro-batch, which doubles the reference log-prob pass of a 3B model
+(docs/results/2026-12-01-trainer-speed.md). The reference weights, in bf16, take an
 eighth of what the actor keeps on the GPU anyway (fp32 weights, gradients and Adam's two moments),
 so `keep_on_gpu` builds a forward-only model without that policy when its `param_offload` is off:
 Trinity sets it from `trainer.param_offload`, and `trainer.trainer_config.ref.fsdp_config.param_offload:

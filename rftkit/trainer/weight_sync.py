@@ -12,8 +12,8 @@ earlier), and every copy on the way is half as large.
 trainer processes (rftkit.trainer.colocate's worker setup), when the launcher has set `DTYPE_ENV` to the
 rollout engine's dtype. Integer and boolean buffers are left as they are.
 
-Ray pickles a torch tensor's bytes by default, about 200 MB/s on the H200 machine (30 s of a 3B
-model's 40 s bf16 sync, docs/results/2026-12-01-trainer-speed.md). A numpy array it writes to the
+Ray pickles a torch tensor's bytes by default, which made most of a colocated sync's time
+(docs/results/2026-12-01-trainer-speed.md). A numpy array it writes to the
 object store directly, and a reader maps it without a copy. `send_uploads_as_views` and
 `synchronizer_sends_views` ship the tensors as byte views in the two places that send weights:
 the trainer's upload and the Synchronizer's hand-out to the engine. Ray's own switch for this
