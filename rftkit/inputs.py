@@ -87,6 +87,7 @@ def open_split(path: str | Path, columns: dict[str, str], flag: str | None = Non
 
 
 TRAIN_TASKSET = "buffer.explorer_input.taskset"
+PASS_RATE_SUFFIX = "_pass_rate"  # how the reference columns that BOTS reads are named
 
 
 def get_key(config: dict, dotted: str, config_file: str) -> Any:
@@ -134,9 +135,15 @@ def check_task_splits(config: dict, columns: dict[str, str], remedy: str, flags:
         path = folder / f"{split}.parquet"
         if not path.exists():
             raise InputError(f"{path}: no such file ({how}); {remedy}")
-        selector = taskset.get("data_selector") or taskset.get("task_selector") or {}  # Trinity reads both names
-        features = selector.get("feature_keys") or []
+        selector_name = "data_selector" if taskset.get("data_selector") else "task_selector"  # Trinity reads both
+        features = (taskset.get(selector_name) or {}).get("feature_keys") or []
         try:
             open_split(path, {**columns, **dict.fromkeys(features, "number")})
         except InputError as exc:
+            rates = [name for name in pq.read_schema(path).names if name.endswith(PASS_RATE_SUFFIX)]
+            if rates and not set(features) <= set(rates):  # the features named are not this split's
+                means = pq.read_table(path, columns=rates).to_pydict()
+                rates.sort(key=lambda name: sum(x or 0 for x in means[name]) / len(means[name]))
+                remedy = (f"this split has {', '.join(rates)}: name them, weakest first, with "
+                          f"--set {key}.{selector_name}.feature_keys=[{','.join(rates)}]")
             raise InputError(f"{exc}; {remedy}") from None

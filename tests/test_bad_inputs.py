@@ -117,6 +117,12 @@ CASES = [
     ("math-train-without-pass-rates", lambda t: parquet(t / "train" / "train.parquet", MATH),
      [*MATH_MAIN, "--train-dir", "{tmp}/train"],
      "error: {tmp}/train/train.parquet: column 'qwen2.5_7b_pass_rate' is missing"),
+    ("math-train-with-other-pass-rates",  # the hint names this split's columns, the weaker one first
+     lambda t: parquet(t / "train" / "train.parquet", {**MATH, "strong_pass_rate": [0.9], "weak_pass_rate": [0.1]}),
+     [*MATH_MAIN, "--train-dir", "{tmp}/train"],
+     "column 'qwen2.5_7b_pass_rate' is missing (expected columns question, answer, qwen2.5_7b_pass_rate, "
+     "qwen3_30b_pass_rate); this split has weak_pass_rate, strong_pass_rate: name them, weakest first, with "
+     "--set buffer.explorer_input.taskset.data_selector.feature_keys=[weak_pass_rate,strong_pass_rate]"),
     ("math-eval-question-not-text", lambda t: parquet(t / "aime" / "test.parquet", {**MATH, "question": [7]}),
      [*MATH_MAIN, "--eval-dir", "{tmp}/aime"],
      "error: {tmp}/aime/test.parquet: column 'question' has type int64, expected a string; run scripts/prepare"),
