@@ -8,7 +8,7 @@ The training path is what a rollout does for every move: `run_frozen_lake` insid
 records the call's token ids and logprobs (enable_history), then builds experiences. The direct
 path replays the same request bodies, one at a time, with a plain HTTP client. Both run in this
 process against the same server, one episode or request at a time; the ratio is the harness's
-share. By default the server is `runkit/fake_vllm_server.py`, a stand-in that answers in about a
+share. By default the server is `standins/fake_vllm_server.py`, a stand-in that answers in about a
 millisecond with vLLM's extra fields, so the difference is the harness alone; with --base-url
 (a `vllm serve` of any chat model) the bodies go through a recording proxy in this process,
 whose hop (about a millisecond) counts against the training path.
@@ -27,8 +27,8 @@ from fastapi import Request
 from frozenlake.data import solvable_tasks
 from frozenlake.workflow import run_frozen_lake
 from rftkit.cli import ArgumentParser
-from runkit.adapter_harness import run_in_adapter
-from runkit.fake_vllm_server import FakeVLLMServer
+from standins.adapter_harness import run_in_adapter
+from standins.fake_vllm_server import FakeVLLMServer
 
 
 class RecordingProxy(FakeVLLMServer):
@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--episodes", type=int, default=30, help="FrozenLake episodes per path and round")
     parser.add_argument("--rounds", type=int, default=3, help="repeat both paths; the medians are printed")
     parser.add_argument("--base-url", help="a real OpenAI-compatible server (no /v1), e.g. vllm serve "
-                                           "(default: the fixture server, runkit/fake_vllm_server.py)")
+                                           "(default: the fixture server, standins/fake_vllm_server.py)")
     parser.add_argument("--model-name", default="policy", help="its served model name")
     args = parser.parse_args(argv)
 
@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         full, direct, calls = asyncio.run(measure(tasks, server, args.base_url or server.url, args.model_name,
                                                   args.rounds))
     full_ms, direct_ms = 1000 * statistics.median(full), 1000 * statistics.median(direct)
-    where = args.base_url or "the fixture server (runkit/fake_vllm_server.py)"
+    where = args.base_url or "the fixture server (standins/fake_vllm_server.py)"
     print(f"{args.episodes} FrozenLake episodes x {args.rounds} rounds, {calls} calls a round, against {where}:")
     print(f"  training path (agent, adapter, ModelWrapper with history)  {full_ms:7.1f} ms per call")
     print(f"  the same requests sent directly                            {direct_ms:7.1f} ms per call")

@@ -7,6 +7,7 @@
 - `sample_data`: small data for both examples, made through the project's scripts;
 - `serving`: a model served by vLLM for an evaluation (a GGUF turned into an HF folder first);
 - `tiny_model`: random-weight models built offline, tiny or of a real model's architecture;
-- `training_flags`: the checks of the flags every experiment that trains a model takes;
-- `fake_vllm_server` and `adapter_harness`: a stand-in for a vLLM engine, and a workflow run inside
-  Trinity's adapter as tune() runs it, for the tests and the call-overhead benchmark."""
+- `training_flags`: the checks of the flags every experiment that trains a model takes.
+
+The stand-ins that tests and benchmarks run against (a fake vLLM server, the adapter harness) are in
+`standins`."""

@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from rftkit.reports.evaluation import message_text
-from runkit.fake_vllm_server import FakeVLLMServer
+from standins.fake_vllm_server import FakeVLLMServer
 
 from conftest import REPO
 

@@ -176,7 +176,7 @@ def test_the_whole_script_runs_both_selectors_with_a_fixture_server_and_recorded
     import re
 
     from rftkit.reports.evaluation import message_text
-    from runkit.fake_vllm_server import FakeVLLMServer
+    from standins.fake_vllm_server import FakeVLLMServer
     from runkit.steps import Step
     from runkit.tiny_model import load_tokenizer
 

@@ -9,7 +9,7 @@ import pytest
 from frozenlake.agent import FrozenLakeAgent
 from frozenlake.policies import OracleModel
 from rftkit.reports.evaluation import message_text, run_episodes, wilson_interval
-from runkit.fake_vllm_server import FakeVLLMServer
+from standins.fake_vllm_server import FakeVLLMServer
 
 from conftest import REPO
 

@@ -149,7 +149,7 @@ def test_the_whole_script_runs_with_a_fixture_server_and_a_recorded_run(tmp_path
     and for the launch, a run folder as Trinity leaves it after an interrupt."""
     import contextlib
 
-    from runkit.fake_vllm_server import FakeVLLMServer
+    from standins.fake_vllm_server import FakeVLLMServer
 
     model = tmp_path / "model"
     model.mkdir()

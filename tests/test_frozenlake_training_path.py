@@ -13,8 +13,8 @@ from frozenlake.workflow import run_frozen_lake
 from rftkit import cluster, launch, startup
 from rftkit.overrides import load_yaml, resolve_config, write_yaml
 from rftkit.trinity_config import build_trinity_config
-from runkit.adapter_harness import run_in_adapter
-from runkit.fake_vllm_server import FakeVLLMServer
+from standins.adapter_harness import run_in_adapter
+from standins.fake_vllm_server import FakeVLLMServer
 
 from conftest import REPO
 

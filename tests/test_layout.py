@@ -19,6 +19,7 @@ LAYERS = {
     "rftkit": 0,  # launching a run, and the inputs and files every entry point shares
     "frozenlake": 1, "math_bots": 1,  # the examples
     "runkit": 2,  # what drives the examples from outside: their registry, command lines, steps, models
+    "standins": 2.5,  # stand-ins for what a CPU machine lacks, for the tests and benchmarks only (uses runkit)
     "scripts": 3, "experiments": 3, "benchmarks": 3,  # entry points
     "tests": 4,  # the tests, and the GPU smoke harness they run (tests/gpu)
 }
@@ -109,6 +110,11 @@ def test_no_folder_cycle():
     for a, targets in GRAPH.items():
         folders.setdefault(folder(a), set()).update(folder(b) for b in targets if folder(b) != folder(a))
     assert on_a_cycle(folders) == set()
+
+
+def test_only_tests_and_benchmarks_use_the_standins():
+    users = {top(a) for a, targets in GRAPH.items() for b in targets if top(b) == "standins" and top(a) != "standins"}
+    assert users <= {"tests", "benchmarks"}
 
 
 ALLOWED_SYS_PATH_TODAY: set[str] = set()

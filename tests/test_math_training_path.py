@@ -16,8 +16,8 @@ from math_bots.workflow import run_react_agent
 from rftkit import cluster
 from rftkit.overrides import load_yaml, resolve_config, write_yaml
 from rftkit.trinity_config import build_trinity_config
-from runkit.adapter_harness import run_in_adapter
-from runkit.fake_vllm_server import FakeVLLMServer
+from standins.adapter_harness import run_in_adapter
+from standins.fake_vllm_server import FakeVLLMServer
 
 from conftest import REPO
 

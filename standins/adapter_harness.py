@@ -3,7 +3,7 @@
 The adapter builds agentscope's OpenAIChatModel on a Trinity ModelWrapper that
 records every call (token ids, logprobs) and turns the episode into
 Experiences. Here the wrapper's engine is an external OpenAI-compatible
-address: in the tests and the call-overhead benchmark, runkit.fake_vllm_server.
+address: in the tests and the call-overhead benchmark, standins.fake_vllm_server.
 """
 
 from __future__ import annotations
