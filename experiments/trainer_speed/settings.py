@@ -1,0 +1,94 @@
+"""What the trainer benchmark runs: each example's batch shape and config, and the settings compared."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+from rftkit.example import REPO
+from rftkit.overrides import REF_DTYPE_KEY
+
+REF_OFFLOAD_KEY = "trainer.trainer_config.ref.fsdp_config.param_offload"  # rftkit.trainer.ref_model reads it
+
+# The setting the others' log-probs are checked against: padded sdpa, log-probs in fp32 through
+# rftkit.trainer.logprobs (verl's row-by-row fallback in `before` rounds them to bf16 on CPU; on the H200 it
+# gave the same values to within 1e-6).
+REFERENCE_SETTING = "sdpa-blocks"
+# The packed path's reference log-probs may differ from REFERENCE_SETTING's by at most this much, on
+# average over a batch's response tokens (nats). Both run in bf16, with different attention kernels:
+# on the random Qwen2.5-3B-shaped model they were 0.033 apart, while each was 0.237 from the same
+# weights in fp32 (tests/test_gpu_trainer_path.py holds the packed path to that fp32 yardstick).
+LOGPROB_TOLERANCE = 0.05
+PEAK_FLOPS = 989e12  # H200 (and H100 SXM) dense bf16, the figure MFU is quoted against
+EXAMPLES = {
+    "frozenlake": dict(config="frozenlake.yaml", architecture="Qwen2.5-3B", experiences=64,
+                       prompt=(280, 480), reply=(16, 256), padded_budget=4096),
+    # The math config's 24,576-token micro-batches, padded, do not fit one H200 (a 19 GiB allocation
+    # in the update): the padded settings run at half that.
+    "math": dict(config="config_difficulty.yaml", architecture="Qwen3-0.6B", experiences=16,
+                 prompt=(100, 300), reply=(512, 4096), padded_budget=12288),
+}
+# name -> --attn; the first worker setup (verl's row-by-row log-probs, Trinity's own
+# weight sync: fp32, pickled); the weight sync timed; more overrides
+SETTINGS = {
+    "before": dict(attn="sdpa", old_setup=True, sync=True, overrides={REF_DTYPE_KEY: "fp32"}),
+    "sdpa-blocks": dict(attn="sdpa", old_setup=False, sync=False, overrides={}),
+    "varlen": dict(attn="varlen", old_setup=False, sync=True, overrides={}),
+    "varlen-32k": dict(attn="varlen", old_setup=False, sync=False, overrides={"trainer.max_token_len_per_gpu": 32768}),
+    # the default, with the reference model where verl puts it (rftkit.trainer.ref_model): on the CPU
+    "varlen-ref-cpu": dict(attn="varlen", old_setup=False, sync=False, overrides={REF_OFFLOAD_KEY: True}),
+}
+DEFAULT_SETTINGS = {"frozenlake": ["before", "sdpa-blocks", "varlen", "varlen-ref-cpu", "varlen-32k"],
+                    "math": ["before", "sdpa-blocks", "varlen"]}
+
+
+def lengths(example: str, seed: int = 0) -> list[tuple[int, int]]:
+    """(prompt, reply) token counts of the example's benchmark batch, the same in every process."""
+    spec = EXAMPLES[example]
+    rng = random.Random(seed)
+    return [(rng.randint(*spec["prompt"]), rng.randint(*spec["reply"])) for _ in range(spec["experiences"])]
+
+
+def experiences(example: str, vocab_size: int, seed: int = 0) -> list:
+    """Trinity Experiences of the example's shape: random tokens, rollout log-probs, one reward and a
+    step-wise advantage per experience (as multi-step GRPO's advantage function leaves them)."""
+    import torch
+    from trinity.common.experience import Experience
+
+    generator = torch.Generator().manual_seed(seed)
+    out = []
+    for i, (prompt, reply) in enumerate(lengths(example, seed)):
+        tokens = torch.randint(0, vocab_size, (prompt + reply,), generator=generator, dtype=torch.int32)
+        advantage = float(torch.randn((), generator=generator))
+        out.append(Experience(tokens=tokens, prompt_length=prompt, reward=float(i % 2),
+                              logprobs=-torch.rand(reply, generator=generator) * 3,
+                              advantages=torch.full((reply,), advantage)))
+    return out
+
+
+def trinity_config(example: str, model: Path, work: Path, setting: str):
+    """Trinity's validated config for the example's shipped YAML, as the launcher builds it on one GPU."""
+    from rftkit import cluster
+    from rftkit.trainer import attention
+    from rftkit.overrides import load_yaml, resolve_config
+    from rftkit.trinity_config import validate
+
+    spec, chosen = EXAMPLES[example], SETTINGS[setting]
+    raw = load_yaml(REPO / "configs" / spec["config"])
+    # The train batch is the benchmark's batch: one optimizer step per trainer step, as in a launch.
+    overrides = {"model.model_path": str(model), "checkpoint_root_dir": str(work / "checkpoints"),
+                 "buffer.train_batch_size": spec["experiences"],
+                 **attention.overrides(chosen["attn"]), **chosen["overrides"]}
+    if spec["padded_budget"] and not attention.overrides(chosen["attn"])[attention.PADDING_KEY]:
+        overrides["trainer.max_token_len_per_gpu"] = spec["padded_budget"]
+    config = resolve_config(raw, overrides, cluster.plan_cluster(1, 1, 1, None), spec["config"])
+    if example == "frozenlake":
+        from frozenlake.workflow import run_frozen_lake
+
+        return validate(config, run_frozen_lake)
+    from math_bots.judge import gsm8k_judge
+    from math_bots.workflow import run_react_agent
+
+    return validate(config, run_react_agent, gsm8k_judge)
+
+

@@ -1,0 +1,163 @@
+"""One setting of the trainer benchmark in this process: Trinity's trainer worker, its steps and a weight sync."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+from experiments.trainer_speed.settings import PEAK_FLOPS, SETTINGS, experiences, lengths, trinity_config
+from runkit.serving import free_port
+
+def setup_worker_process(setting: str) -> None:
+    """What Ray's worker setup hook does in a trainer process of a launch with this setting."""
+    from rftkit import workers
+    from rftkit.trainer import attention, weight_sync
+    from rftkit.trainer.import_patch import patch_on_import
+
+    if SETTINGS[setting]["old_setup"]:  # the hook as it was: verl's padding helpers only
+        patch_on_import("verl.utils.attention_utils", attention.use_torch_padding)
+    else:
+        os.environ[weight_sync.DTYPE_ENV] = "bfloat16"  # as the launcher sets it for a colocated run
+        workers.setup_colocated()
+
+
+def synced(fn):
+    """(result, seconds) of fn(), the GPU's queued work included."""
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    started = time.perf_counter()
+    result = fn()
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    return result, time.perf_counter() - started
+
+
+def run_setting(example: str, setting: str, model: Path, work: Path, steps: int) -> dict:
+    """One setting's trainer steps and weight sync, in this process (see the module docstring)."""
+    setup_worker_process(setting)
+    import ray
+    import torch
+    from trinity.manager.synchronizer import Synchronizer
+    from trinity.trainer.verl.config import build_verl_config
+    from trinity.trainer.verl.trainer import VERLTrainer
+    from trinity.trainer.verl.utils import to_data_proto
+    from trinity.trainer.verl.workers import TrinityActorRolloutRefWorker
+    from trinity.utils.log import get_logger
+
+    config = trinity_config(example, model, work, setting)
+    os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", LOCAL_WORLD_SIZE="1",
+                      MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
+    verl_config = build_verl_config(config)
+    worker = TrinityActorRolloutRefWorker(config=verl_config, role="actor_rollout_ref")
+    (_, init_seconds) = synced(worker.init_model)
+    worker.set_trinity_config(config.algorithm, config.explorer.rollout_model.engine_type, config.ray_namespace)
+    # The trainer's own step functions, called on this process's worker instead of a Ray worker group.
+    trainer = SimpleNamespace(global_config=config, algorithm_config=config.algorithm, config=verl_config,
+                              ref_in_actor=False, actor_rollout_wg=worker, ref_policy_wg=worker)
+    tokenizer_pad = worker.actor.model_config.tokenizer.pad_token_id or 0
+    vocab = worker.actor.model_config.hf_config.vocab_size
+    batch_experiences = experiences(example, vocab)
+    params = sum(p.numel() for p in worker.actor.engine.module.parameters())
+
+    reference_logprobs: list[float] = []
+
+    def step() -> dict:
+        batch = to_data_proto(batch_experiences, tokenizer_pad, None, get_logger("trainer_speed"))
+        batch.meta_info["temperature"] = config.model.temperature
+        batch.meta_info["global_token_num"] = batch.batch["attention_mask"].sum(-1).tolist()
+        batch.batch["old_log_probs"] = batch.batch["rollout_log_probs"]  # bypass_old_logprobs, Trinity's default
+        if torch.cuda.is_available():
+            torch.cuda.reset_peak_memory_stats()
+        batch, ref_seconds = synced(lambda: VERLTrainer._compute_ref_log_prob(trainer, batch))
+        if not reference_logprobs:  # the reference model's log-probs of every response token, for comparing settings
+            mask = batch.batch["response_mask"].bool()
+            reference_logprobs.extend(batch.batch["ref_log_prob"][mask].tolist())
+        metrics: dict = {}
+        _, update_seconds = synced(lambda: VERLTrainer._update_actor(trainer, batch, metrics))
+        return {"reference log-probs (s)": ref_seconds, "update (s)": update_seconds,
+                "peak allocated (GiB)":
+                    torch.cuda.max_memory_allocated() / 2 ** 30 if torch.cuda.is_available() else 0.0,
+                "verl's reported MFU of the update": metrics.get("perf/mfu/actor")}
+
+    tokens = sum(p + r for p, r in lengths(example))
+    warm_up = step()
+    timed = [step() for _ in range(steps)]
+    ref = sum(s["reference log-probs (s)"] for s in timed) / steps
+    update = sum(s["update (s)"] for s in timed) / steps
+    import verl.utils.torch_functional as verl_functional
+
+    result = {
+        "setting": setting, "attn": SETTINGS[setting]["attn"], "tokens per step": tokens, "parameters": params,
+        # what actually ran, read back from the loaded model and from verl
+        "attention loaded": worker.actor.engine.module.config._attn_implementation,
+        # what a checkpoint's config.json would name (None: transformers' default wherever it is loaded)
+        "attention in the checkpoint config": worker.actor.engine.module.config.to_dict().get("attn_implementation"),
+        "padding removal": worker.actor.model_config.use_remove_padding,
+        # verl keeps a forward-only model on the CPU and copies it in for every micro-batch, unless
+        # rftkit.trainer.ref_model keeps it on the GPU
+        "reference weights": "{} on {}".format(*next((p.dtype, p.device)
+                                                     for p in worker.ref.engine.module.parameters())),
+        "reference offloaded to the CPU": worker.ref.engine._uses_fsdp2_cpu_offload_policy,
+        "verl's log-prob fallback": f"{verl_functional.logprobs_from_logits_v2.__module__}."
+                                    f"{verl_functional.logprobs_from_logits_v2.__name__}",
+        "model build and load (s)": init_seconds, "warm-up step": warm_up, "timed steps": timed,
+        "reference log-probs (s)": ref, "update (s)": update, "trainer step (s)": ref + update,
+        "trainer tokens/s": tokens / (ref + update),
+        "reference pass tokens/s": tokens / ref, "update tokens/s": tokens / update,
+        "MFU of a trainer step": (2 + 6) * params * tokens / (ref + update) / PEAK_FLOPS,
+        "MFU of the update": 6 * params * tokens / update / PEAK_FLOPS,
+        "peak allocated (GiB)": max(s["peak allocated (GiB)"] for s in [warm_up, *timed]),
+        "micro-batch token budget": config.trainer.max_token_len_per_gpu,
+        "reference log-probs of the first step": reference_logprobs,
+    }
+
+    if not SETTINGS[setting]["sync"]:
+        return result
+    # One colocated weight sync, as Trinity's memory sync makes it; the Synchronizer's process set up as
+    # the launcher's hook sets up every worker of a colocated run.
+    from rftkit import workers
+    from rftkit.trainer import weight_sync
+
+    setup = {} if SETTINGS[setting]["old_setup"] else {
+        "env_vars": {weight_sync.DTYPE_ENV: "bfloat16"},
+        "worker_process_setup_hook": f"{workers.setup_colocated.__module__}.{workers.setup_colocated.__name__}"}
+    # address="local": a Ray of its own, even beside a launch's cluster (a name clash with its Synchronizer)
+    ray.init(address="local", namespace=config.ray_namespace, include_dashboard=False, logging_level="ERROR",
+             runtime_env=setup)
+    holder = ray.remote(_Holder).remote()  # the Synchronizer watches the modules that use it
+    synchronizer = ray.remote(Synchronizer).options(name="synchronizer", namespace=config.ray_namespace) \
+        .remote(config, module_ref=holder)
+    ray.get(synchronizer.add_module.remote(holder))
+    _, upload = synced(lambda: worker.upload_state_dict(global_step=1))
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+
+    def fetch() -> tuple[int, str, bool]:  # the engine's side: trinity/common/models/vllm_extension.py, memory sync
+        count, dtypes, views = 0, set(), None
+        for ref_ in synchronizer.get_model_state_dict_iterator.remote():
+            received = ray.get(ref_)[1]
+            if views is None:  # a view of the object store: a second get maps the same memory, a copy does not
+                views = received.data_ptr() == ray.get(ref_)[1].data_ptr()
+            tensor = received.to(device, non_blocking=True)
+            count, dtypes = count + 1, dtypes | {str(tensor.dtype)}
+        return count, ",".join(sorted(dtypes)), bool(views)
+
+    (tensors, dtypes, views), engine_side = synced(fetch)
+    result.update({"weight sync: trainer upload (s)": upload, "weight sync: engine fetch (s)": engine_side,
+                   "weight sync (s)": upload + engine_side, "weight sync tensors": tensors,
+                   "weight sync dtypes": dtypes, "weight sync as object-store views": views})
+    ray.shutdown()
+    return result
+
+
+class _Holder:
+    """A live actor for the Synchronizer to watch, standing for the Trainer actor of a launch."""
+
+    def is_alive(self) -> bool:
+        return True
+
+
