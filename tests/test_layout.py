@@ -153,6 +153,14 @@ def test_every_folder_says_what_it_holds():
     same_as_allowed(found, ALLOWED_SILENT_TODAY)
 
 
+LONG = 400  # lines; a longer module says at its top why it is one module
+
+
+def test_a_long_module_says_why_it_is_one():
+    long = {relative(path) for path in FILES if top(path) != "tests" and len(path.read_text().splitlines()) > LONG}
+    assert {name for name in long if "Why one module:" not in (ast.get_docstring(TREES[REPO / name]) or "")} == set()
+
+
 FIFTH = 0.21
 ALLOWED_LARGE_TODAY: set[str] = set()
 

@@ -30,6 +30,10 @@ the first that runs Python; `enforced()` tells which):
 
 The process limit counts only the call's own processes with an own uid or inside a user namespace;
 otherwise (a non-root parent without user namespaces) it counts all the user's processes.
+
+Why one module: the plans, what the child does before it runs the code (namespaces, mounts, uid,
+limits) and what the parent does after (the timer, the clean-up) are one security boundary, read
+and reviewed together.
 """
 
 from __future__ import annotations
