@@ -1,0 +1,102 @@
+"""rftkit.trainer.checkpoints on Trinity-RFT 0.6.0's own CheckpointMonitor and VERLTrainer: the pointer files
+written whole, no second save into a complete checkpoint, and the checkpoint the tracker names never deleted.
+
+The trainer's save is driven with stand-ins for its Ray worker group (which records what it was asked to
+save) and its checkpoint coordinator; the methods under test are Trinity's, patched."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from types import SimpleNamespace
+
+import pytest
+
+from rftkit.trainer import checkpoints
+
+
+@pytest.fixture(scope="module")
+def trinity_trainer():
+    import trinity.trainer.verl.trainer as module
+
+    checkpoints.safe_checkpoints(module)
+    checkpoints.safe_checkpoints(module)  # a second call changes nothing
+    return module
+
+
+def test_the_tracker_is_written_whole_or_not_at_all(trinity_trainer, tmp_path, monkeypatch):
+    from trinity.common.constants import SaveStrategy
+
+    monitor = trinity_trainer.CheckpointMonitor(SaveStrategy.UNRESTRICTED, str(tmp_path))
+    monitor.update_latest_checkpoint_step(3)
+    monitor.update_latest_state_dict_step(3)
+    assert (tmp_path / "latest_checkpointed_iteration.txt").read_text() == "3"
+    assert (tmp_path / "latest_state_dict_iteration.txt").read_text() == "3"
+
+    def killed(*args):  # the moment between writing the new step and putting it in place
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "replace", killed)
+    with pytest.raises(KeyboardInterrupt):
+        monitor.update_latest_checkpoint_step(4)
+    assert (tmp_path / "latest_checkpointed_iteration.txt").read_text() == "3"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["latest_checkpointed_iteration.txt",
+                                                          "latest_state_dict_iteration.txt"]
+
+
+def make_trainer(module, job_dir, step, keep=0):
+    """A VERLTrainer whose save writes each checkpoint's folder as Trinity's would, and its HF weights if asked."""
+    saves = []
+
+    def save_checkpoint(local_path, global_step, save_as_hf):
+        saves.append((global_step, save_as_hf))
+        os.makedirs(local_path, exist_ok=True)
+        if save_as_hf:
+            os.makedirs(os.path.join(local_path, "huggingface"), exist_ok=True)
+            open(os.path.join(local_path, "huggingface", "model.safetensors"), "w").close()
+
+    async def register_and_monitor(step, state_dict_thread_count):
+        (job_dir / "latest_checkpointed_iteration.txt").write_text(str(step))  # the save is complete
+
+    trainer = module.VERLTrainer.__new__(module.VERLTrainer)
+    trainer.global_config = SimpleNamespace(checkpoint_job_dir=str(job_dir),
+                                            trainer=SimpleNamespace(max_checkpoints_to_keep=keep))
+    trainer.global_steps, trainer.use_critic, trainer._saved_checkpoint_paths = step, False, []
+    trainer.logger = logging.getLogger("test_checkpoints")
+    trainer.actor_rollout_wg = SimpleNamespace(save_checkpoint=save_checkpoint, wait_on_save_thread=lambda: None)
+    trainer.checkpoint_coordinator = SimpleNamespace(register_and_monitor=register_and_monitor)
+    return trainer, saves
+
+
+def test_the_save_after_the_loop_leaves_a_complete_checkpoint_alone(trinity_trainer, tmp_path):
+    trainer, saves = make_trainer(trinity_trainer, tmp_path, step=5)
+    asyncio.run(trainer.save_checkpoint(block_until_saved=True, save_as_hf=False))  # the loop's last save
+    asyncio.run(trainer.save_checkpoint(block_until_saved=True, save_as_hf=False))  # the one after the loop
+    assert saves == [(5, False)]
+    asyncio.run(trainer.save_checkpoint(block_until_saved=True, save_as_hf=True))  # HF weights still missing
+    asyncio.run(trainer.save_checkpoint(block_until_saved=True, save_as_hf=True))
+    assert saves == [(5, False), (5, True)]
+    trainer.global_steps = 6  # a new step is always saved
+    asyncio.run(trainer.save_checkpoint(block_until_saved=True, save_as_hf=False))
+    assert saves[-1] == (6, False)
+
+
+def test_the_checkpoint_the_tracker_names_stays_until_the_next_is_complete(trinity_trainer, tmp_path):
+    trainer, _ = make_trainer(trinity_trainer, tmp_path, step=0, keep=1)
+    tracker = tmp_path / "latest_checkpointed_iteration.txt"
+
+    def register(step):  # a save has written its files, the tracker not yet moved
+        trainer.global_steps = step
+        folder = tmp_path / f"global_step_{step}"
+        folder.mkdir()
+        trainer._retain_checkpoints(str(folder))
+        return sorted(p.name for p in tmp_path.glob("global_step_*"))
+
+    assert register(4) == ["global_step_4"]
+    tracker.write_text("4")
+    assert register(5) == ["global_step_4", "global_step_5"]  # step 4 is what a relaunch would load
+    tracker.write_text("5")
+    assert register(6) == ["global_step_5", "global_step_6"]
+    tracker.write_text("6")
+    assert register(7) == ["global_step_6", "global_step_7"]
