@@ -42,8 +42,8 @@ import numpy as np
 from rftkit.cli import ArgumentParser
 from rftkit.inputs import reports_input_errors
 
-CONFIGS = Path(__file__).resolve().parent.parent / "configs"
-SELECTOR_CONFIGS = {"random": "config_random.yaml", "bots": "config_difficulty.yaml"}
+# the curves' names -> the math example's task selectors, whose configs are simulated
+SELECTORS = {"random": "random", "bots": "difficulty"}
 FEATURES = ("qwen2.5_7b_pass_rate", "qwen3_30b_pass_rate")
 CAPABILITY = 0.3      # where the learner sits between the weak (0) and strong (1) reference
 SHARPNESS = 2.0       # the learner's pass rates are more extreme than the references': mostly 0 or 1
@@ -97,13 +97,12 @@ def measured_tasks(path: Path, features: list[str]):
 
 def build_config(name: str, data: Path, scratch: Path, steps: int, features: list[str]):
     """The real config file, resolved as the launcher does, pointed at the simulated taskset."""
-    from math_bots.judge import gsm8k_judge
-    from math_bots.workflow import run_react_agent
+    from math_bots.example import MATH
     from rftkit import cluster
     from rftkit.overrides import load_yaml, resolve_config, write_yaml
     from rftkit.trinity_config import build_trinity_config
 
-    raw = load_yaml(CONFIGS / SELECTOR_CONFIGS[name])
+    raw = load_yaml(MATH.config_path(SELECTORS[name]))
     config = resolve_config(raw, {
         "buffer.explorer_input.taskset.path": str(data),
         "buffer.explorer_input.eval_tasksets.0.path": str(data),
@@ -111,8 +110,7 @@ def build_config(name: str, data: Path, scratch: Path, steps: int, features: lis
         "buffer.total_steps": steps,
         **({"buffer.explorer_input.taskset.data_selector.feature_keys": features} if name == "bots" else {}),
         "checkpoint_root_dir": str(scratch / name)}, cluster.plan_cluster(1, 2, 1, None))
-    return build_trinity_config(write_yaml(config, scratch / f"{name}.yaml"),
-                                       run_react_agent, gsm8k_judge)
+    return build_trinity_config(write_yaml(config, scratch / f"{name}.yaml"), MATH.workflow, MATH.judge)
 
 
 async def simulate(config, latent: np.ndarray, steps: int) -> dict[str, np.ndarray]:
@@ -243,7 +241,7 @@ def main() -> None:
             shutil.copy(args.data, scratch / "data" / "train.parquet")
         else:
             write_taskset(scratch / "data", weak, strong)
-        for name in SELECTOR_CONFIGS:
+        for name in SELECTORS:
             configs[name] = build_config(name, scratch / "data", scratch, args.steps, args.features)
             start = time.perf_counter()
             curves[name] = asyncio.run(simulate(configs[name], latent, args.steps))

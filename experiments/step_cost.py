@@ -51,11 +51,6 @@ from runkit.runs import job_dir
 from runkit.sample_data import make_data, sample_data  # the smoke's data
 from runkit.steps import run_step
 
-# Each example at its default config's scale (FrozenLake's frozenlake.yaml, math's config_difficulty.yaml)
-SCALE = {
-    "frozenlake": dict(architecture="Qwen2.5-3B", response_tokens=256, estimate=700),
-    "math": dict(architecture="Qwen3-0.6B", response_tokens=4096, estimate=200),
-}
 # Scalars Trinity writes each step (seen in the GPU smoke's tensorboard logs).
 STEP_TIMES = {
     "rollout wait (explorer)": "explorer/time/wait_explore_step",
@@ -201,7 +196,7 @@ def report(example: str, run_dir: Path, launched_at: str, settings: list[str], e
 
 def main(argv: list[str] | None = None) -> int:
     parser = ArgumentParser(prog="python -m experiments.step_cost", description=__doc__)
-    parser.add_argument("example", choices=list(SCALE), help="the example whose shipped config's scale to time")
+    parser.add_argument("example", choices=list(EXAMPLES), help="the example whose shipped config's scale to time")
     parser.add_argument("--out", type=Path, required=True,
                         help="output folder: <example>.json and .log; the model, data and checkpoints go to <out>/work")
     parser.add_argument("--steps", type=int, default=4, help="training steps to time (default: %(default)s)")
@@ -216,9 +211,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="summarise a fetched run folder (<checkpoints>/<project>/<name>) and run nothing")
     parser.add_argument("--launched-at", help="with --report-only: the launch's start, UTC, e.g. '2026-12-01 06:07:34'")
     args = parser.parse_args(argv)
-    spec = SCALE[args.example]
-    response_tokens = args.response_tokens or spec["response_tokens"]
-    estimate_steps = args.estimate_steps or spec["estimate"]
+    scale = EXAMPLES[args.example].scale
+    response_tokens = args.response_tokens or scale.response_tokens
+    estimate_steps = args.estimate_steps or scale.full_run_steps
     out = args.out.resolve()
     work = out / "work"
     out.mkdir(parents=True, exist_ok=True)
@@ -232,16 +227,12 @@ def main(argv: list[str] | None = None) -> int:
 
     from runkit.tiny_model import build_random_model
 
-    make_data(work)
-    if args.example == "frozenlake":  # batch 32 for several steps needs more maps than the smoke's 64
-        run_step([sys.executable, "scripts/get_frozenlake_data.py", "--map_max_size", "6", "--train_size", "512",
-                  "--test_size", "8", "--local_dir", str(work / "data" / "frozenlake")], work / "frozenlake_maps.log",
-                 check=True)
-    model = build_random_model(work / spec["architecture"], spec["architecture"], args.tokenizer, device="cuda")
+    make_data(work, tasks=512)  # the configs' batches (FrozenLake's 32) for several steps: more than the smoke's 64
+    model = build_random_model(work / scale.architecture, scale.architecture, args.tokenizer, device="cuda")
     checkpoints = work / "checkpoints" / args.example
     subprocess.run(["rm", "-rf", str(checkpoints)])
     launch = command(args.example, model, work, checkpoints, args.steps, response_tokens, tuple(args.set))
-    print(f"== {args.example}: {spec['architecture']}-shaped random model, replies cut at {response_tokens} tokens",
+    print(f"== {args.example}: {scale.architecture}-shaped random model, replies cut at {response_tokens} tokens",
           flush=True)
     memory = GpuMemory()
     memory.start()
@@ -250,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     code, seconds = step.code, step.seconds
     memory.stop.set()
     run_dir = job_dir(checkpoints)  # a failed launch still leaves what it measured before failing
-    result = {"example": args.example, "architecture": spec["architecture"], "response_tokens": response_tokens,
+    result = {"example": args.example, "architecture": scale.architecture, "response_tokens": response_tokens,
               "steps": args.steps, "settings": args.set, "exit code": code, "launch seconds": seconds,
               **(summarize(run_dir, launched_at, estimate_steps, train_batch(args.example, args.set))
                  if run_dir else {}),

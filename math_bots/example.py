@@ -1,7 +1,7 @@
 """The math example as its main.py, scripts/evaluate.py, the experiments and the GPU smoke see it."""
 
 from math_bots import data
-from rftkit.example import Example
+from rftkit.example import Example, Scale
 
 MATH = Example(
     name="math", title="math", main="math_bots/main.py",
@@ -14,4 +14,8 @@ MATH = Example(
     default_selector="difficulty",
     tags=("rollout/accuracy/mean", "eval/aime24/accuracy/mean@1", "eval/aime24/format/mean@1"),
     report_module="math_bots.report",
+    # Qwen3-0.6B, upstream's model, with replies up to the config's 4,096 tokens; 200 explore steps;
+    # the config's 24,576-token micro-batches, padded, do not fit one H200 (half of it does)
+    scale=Scale(architecture="Qwen3-0.6B", response_tokens=4096, full_run_steps=200, trainer_batch=16,
+                prompt_tokens=(100, 300), reply_tokens=(512, 4096), padded_budget=12288),
 )

@@ -26,6 +26,20 @@ def load(path: str) -> Callable:
 
 
 @dataclass(frozen=True)
+class Scale:
+    """The real size an example's default config is written for: what the GPU measurements of a step
+    (experiments/step_cost) and of the trainer alone (experiments/trainer_speed) build."""
+
+    architecture: str  # the model's shape, a key of runkit.tiny_model's ARCHITECTURES
+    response_tokens: int  # a reply's length cap in a measured launch
+    full_run_steps: int  # explore steps of a full run, which a step's cost is multiplied by
+    trainer_batch: int  # experiences in one trainer step
+    prompt_tokens: tuple[int, int]  # the range of an experience's prompt length, in tokens
+    reply_tokens: tuple[int, int]  # and of its reply
+    padded_budget: int  # the micro-batch, in tokens, that the padded attention path fits on one H200
+
+
+@dataclass(frozen=True)
 class Example:
     name: str  # evaluate.py's --task, the experiments' example argument
     title: str  # in messages: "--model oracle is a FrozenLake policy"
@@ -44,6 +58,7 @@ class Example:
     # table's head), chart (chart.png's matplotlib figure, untitled) and BASELINES (--model NAME: seed -> chat
     # model).
     report_module: str
+    scale: Scale
 
     @property
     def workflow(self) -> Callable:

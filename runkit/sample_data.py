@@ -14,21 +14,22 @@ SAMPLE_DATA = {"frozenlake": {"train": "data/frozenlake", "eval": "data/frozenla
                "math": {"train": "data/math/guru_math", "eval": "data/math/aime24"}}
 
 
-def make_data(work: Path) -> None:
-    """Small data through the project's own scripts, as a user would make it."""
+def make_data(work: Path, tasks: int = 64) -> None:
+    """Small data through the project's own scripts, as a user would make it: `tasks` training tasks per
+    example (FrozenLake maps of sizes 2 to 6, upstream's range), and a few to evaluate on."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     from math_bots.data import guru_row
 
     work.mkdir(parents=True, exist_ok=True)  # the data scripts' logs go there
-    run_step([sys.executable, "scripts/get_frozenlake_data.py", "--map_max_size", "4", "--train_size", "64",
+    run_step([sys.executable, "scripts/get_frozenlake_data.py", "--map_max_size", "6", "--train_size", str(tasks),
               "--test_size", "8", "--local_dir", str(work / "data" / "frozenlake")], work / "frozenlake_data.log",
              check=True)
     raw = work / "raw"
     raw.mkdir(parents=True, exist_ok=True)
     rows = [guru_row(f"What is {i} times {i + 3}? Please output the final answer within \\boxed{{}}.",
-                     str(i * (i + 3)), weak=(i % 10) / 10, strong=min(1.0, (i % 10) / 10 + 0.3)) for i in range(64)]
+                     str(i * (i + 3)), weak=(i % 10) / 10, strong=min(1.0, (i % 10) / 10 + 0.3)) for i in range(tasks)]
     pq.write_table(pa.Table.from_pylist(rows), raw / "guru.parquet")
     aime = [{"problem": f"Find the remainder when {7 ** i} is divided by 1000.", "answer": str(7 ** i % 1000)}
             for i in range(8)]

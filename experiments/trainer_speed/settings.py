@@ -5,8 +5,8 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from rftkit.example import REPO
 from rftkit.overrides import REF_DTYPE_KEY
+from runkit.examples import EXAMPLES
 
 REF_OFFLOAD_KEY = "trainer.trainer_config.ref.fsdp_config.param_offload"  # rftkit.trainer.ref_model reads it
 
@@ -20,14 +20,6 @@ REFERENCE_SETTING = "sdpa-blocks"
 # weights in fp32 (tests/test_gpu_trainer_path.py holds the packed path to that fp32 yardstick).
 LOGPROB_TOLERANCE = 0.05
 PEAK_FLOPS = 989e12  # H200 (and H100 SXM) dense bf16, the figure MFU is quoted against
-EXAMPLES = {
-    "frozenlake": dict(config="frozenlake.yaml", architecture="Qwen2.5-3B", experiences=64,
-                       prompt=(280, 480), reply=(16, 256), padded_budget=4096),
-    # The math config's 24,576-token micro-batches, padded, do not fit one H200 (a 19 GiB allocation
-    # in the update): the padded settings run at half that.
-    "math": dict(config="config_difficulty.yaml", architecture="Qwen3-0.6B", experiences=16,
-                 prompt=(100, 300), reply=(512, 4096), padded_budget=12288),
-}
 # name -> --attn; the first worker setup (verl's row-by-row log-probs, Trinity's own
 # weight sync: fp32, pickled); the weight sync timed; more overrides
 SETTINGS = {
@@ -38,15 +30,17 @@ SETTINGS = {
     # the default, with the reference model where verl puts it (rftkit.trainer.ref_model): on the CPU
     "varlen-ref-cpu": dict(attn="varlen", old_setup=False, sync=False, overrides={REF_OFFLOAD_KEY: True}),
 }
-DEFAULT_SETTINGS = {"frozenlake": ["before", "sdpa-blocks", "varlen", "varlen-ref-cpu", "varlen-32k"],
-                    "math": ["before", "sdpa-blocks", "varlen"]}
+# what runs without --settings: the old and the new, and for FrozenLake, whose 3B model makes the reference
+# pass and the micro-batch budget count, both variants of the new
+DEFAULT_SETTINGS = ["before", "sdpa-blocks", "varlen"]
+MORE_SETTINGS = {"frozenlake": ["varlen-ref-cpu", "varlen-32k"]}
 
 
 def lengths(example: str, seed: int = 0) -> list[tuple[int, int]]:
     """(prompt, reply) token counts of the example's benchmark batch, the same in every process."""
-    spec = EXAMPLES[example]
+    scale = EXAMPLES[example].scale
     rng = random.Random(seed)
-    return [(rng.randint(*spec["prompt"]), rng.randint(*spec["reply"])) for _ in range(spec["experiences"])]
+    return [(rng.randint(*scale.prompt_tokens), rng.randint(*scale.reply_tokens)) for _ in range(scale.trainer_batch)]
 
 
 def experiences(example: str, vocab_size: int, seed: int = 0) -> list:
@@ -73,22 +67,13 @@ def trinity_config(example: str, model: Path, work: Path, setting: str):
     from rftkit.overrides import load_yaml, resolve_config
     from rftkit.trinity_config import validate
 
-    spec, chosen = EXAMPLES[example], SETTINGS[setting]
-    raw = load_yaml(REPO / "configs" / spec["config"])
+    described, chosen = EXAMPLES[example], SETTINGS[setting]
+    config_path = described.config_path()
     # The train batch is the benchmark's batch: one optimizer step per trainer step, as in a launch.
     overrides = {"model.model_path": str(model), "checkpoint_root_dir": str(work / "checkpoints"),
-                 "buffer.train_batch_size": spec["experiences"],
+                 "buffer.train_batch_size": described.scale.trainer_batch,
                  **attention.overrides(chosen["attn"]), **chosen["overrides"]}
-    if spec["padded_budget"] and not attention.overrides(chosen["attn"])[attention.PADDING_KEY]:
-        overrides["trainer.max_token_len_per_gpu"] = spec["padded_budget"]
-    config = resolve_config(raw, overrides, cluster.plan_cluster(1, 1, 1, None), spec["config"])
-    if example == "frozenlake":
-        from frozenlake.workflow import run_frozen_lake
-
-        return validate(config, run_frozen_lake)
-    from math_bots.judge import gsm8k_judge
-    from math_bots.workflow import run_react_agent
-
-    return validate(config, run_react_agent, gsm8k_judge)
-
-
+    if not attention.overrides(chosen["attn"])[attention.PADDING_KEY]:
+        overrides["trainer.max_token_len_per_gpu"] = described.scale.padded_budget
+    config = resolve_config(load_yaml(config_path), overrides, cluster.plan_cluster(1, 1, 1, None), config_path.name)
+    return validate(config, described.workflow, described.judge)
