@@ -1,4 +1,4 @@
-"""rftkit.trainer.checkpoints on Trinity-RFT 0.6.0's own CheckpointMonitor and VERLTrainer: the pointer files
+"""rftkit.checkpoints on Trinity-RFT 0.6.0's own CheckpointMonitor and VERLTrainer: the pointer files
 written whole, no second save into a complete checkpoint, and the checkpoint the tracker names never deleted.
 
 The trainer's save is driven with stand-ins for its Ray worker group (which records what it was asked to
@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from rftkit.trainer import checkpoints
+from rftkit import checkpoints
 
 
 @pytest.fixture(scope="module")
