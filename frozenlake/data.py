@@ -102,3 +102,9 @@ def write_dataset(local_dir: str | Path = DEFAULT_DIR, map_max_size: int = MAP_M
             table = pa.Table.from_pylist([{**row, "index": i} for i, row in enumerate(split_rows)], schema=SCHEMA)
             pq.write_table(table, tmp)
     return paths
+
+
+def write_sample(folders: dict[str, Path], tasks: int) -> None:
+    """Small data for the GPU smoke and the step-cost measurement: `tasks` training maps and 8 to evaluate,
+    sizes 2 to MAP_MAX_SIZE, in the one folder both roles read."""
+    write_dataset(folders["train"], train_size=tasks, test_size=8, progress=False)

@@ -18,4 +18,5 @@ FROZENLAKE = Example(
     # and one move a reply; 700 explore steps, upstream's curve
     scale=Scale(architecture="Qwen2.5-3B", response_tokens=256, full_run_steps=700, trainer_batch=64,
                 prompt_tokens=(280, 480), reply_tokens=(16, 256), padded_budget=4096),
+    sample_writer="frozenlake.data:write_sample",
 )

@@ -213,3 +213,15 @@ def split_gsm_symbolic(rows: list[dict], test_templates: int, seed: int = 0,
 
     return (table([r for r in kept if r["template"] not in held_out]),
             table([r for r in kept if r["template"] in held_out]), dropped)
+
+
+def write_sample(folders: dict[str, Path], tasks: int) -> None:
+    """Small data for the GPU smoke and the step-cost measurement, through the same conversions as real data:
+    `tasks` guru-shaped multiplication problems with spread-out pass rates, and 8 AIME-shaped ones to evaluate."""
+    rows = [guru_row(f"What is {i} times {i + 3}? {BOXED_INSTRUCTION}", str(i * (i + 3)), weak=(i % 10) / 10,
+                     strong=min(1.0, (i % 10) / 10 + 0.3)) for i in range(tasks)]
+    train, _ = convert_guru(pa.Table.from_pylist(rows))
+    aime = [{"problem": f"Find the remainder when {7 ** i} is divided by 1000.", "answer": str(7 ** i % 1000)}
+            for i in range(8)]
+    write_split(train, folders["train"], "train")
+    write_split(convert_aime(pa.Table.from_pylist(aime)), folders["eval"], "test")

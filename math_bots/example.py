@@ -18,4 +18,5 @@ MATH = Example(
     # the config's 24,576-token micro-batches, padded, do not fit one H200 (half of it does)
     scale=Scale(architecture="Qwen3-0.6B", response_tokens=4096, full_run_steps=200, trainer_batch=16,
                 prompt_tokens=(100, 300), reply_tokens=(512, 4096), padded_budget=12288),
+    sample_writer="math_bots.data:write_sample",
 )

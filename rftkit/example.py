@@ -59,6 +59,9 @@ class Example:
     # model).
     report_module: str
     scale: Scale
+    # "module:function", function(folders, tasks): small data with `tasks` training tasks into `folders` (role ->
+    # folder, laid out as `data`), for the GPU smoke and the step-cost measurement
+    sample_writer: str
 
     @property
     def workflow(self) -> Callable:
@@ -67,6 +70,9 @@ class Example:
     @property
     def judge(self) -> Callable | None:
         return load(self.judge_path) if self.judge_path else None
+
+    def write_sample(self, folders: dict[str, Path], tasks: int) -> None:
+        load(self.sample_writer)(folders, tasks)
 
     def report(self) -> ModuleType:
         return importlib.import_module(self.report_module)

@@ -25,7 +25,8 @@ live in a room of their own. A launch goes:
    and keep them in the run's folder (`rftkit.startup`); call tune() under a watchdog that
    ends the run on the first fatal error in its logs, and decide success from
    what the run reached, not from tune()'s status alone (`rftkit.supervise`);
-   Ctrl-C ends the run with exit code 130.
+   Ctrl-C ends the run with exit code 130, naming the last complete checkpoint; during a
+   checkpoint save it first waits for the save to finish (`rftkit.run_state.wait_for_save`).
 
 Bad input (a YAML, a key, a model or data path) ends the program with an
 `rftkit.inputs.InputError` before anything is written or started.
@@ -168,9 +169,13 @@ def launch(args: argparse.Namespace, workflow_func: Callable, judge_func: Callab
                                           give_up, since=logs_before) as watchdog:
             status = tune(workflow_func=workflow_func, judge_func=judge_func, config_path=str(path))
     except KeyboardInterrupt:  # Ctrl-C: the run's actors end with this driver (and with Ray, if we started it)
-        _, trainer_step = supervise.reached_steps(trinity_config)
-        print(f"interrupted: the trainer's last saved state is step {trainer_step}; checkpoints in "
-              f"{trinity_config.checkpoint_job_dir}", file=sys.stderr, flush=True)
+        job_dir = Path(trinity_config.checkpoint_job_dir)
+        if run_state.saving_step(job_dir, quiet_s=20) is not None:
+            print("interrupted during a checkpoint save: waiting for it to finish (Ctrl-C again stops waiting)",
+                  file=sys.stderr, flush=True)
+        step = run_state.wait_for_save(job_dir)
+        last = f"{job_dir / f'global_step_{step}'} (step {step})" if step else f"none yet, in {job_dir}"
+        print(f"interrupted: the last complete checkpoint is {last}", file=sys.stderr, flush=True)
         return 130
     finally:
         if started_ray:  # leave the machine as we found it

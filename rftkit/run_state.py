@@ -28,6 +28,7 @@ import io
 import json
 import os
 import shutil
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -71,6 +72,32 @@ def tracker_step(job_dir: str | os.PathLike) -> int | None:
         return int((Path(job_dir) / TRACKER).read_text())
     except (OSError, ValueError):
         return None
+
+
+def saving_step(job_dir: str | os.PathLike, quiet_s: float) -> int | None:
+    """The step of a checkpoint being written now: a `global_step_N` past the tracker's step with a file
+    changed in the last `quiet_s` seconds (a folder left by an earlier kill stays still). None if none."""
+    named = tracker_step(job_dir) or 0
+    newer = [folder for folder in Path(job_dir).glob("global_step_*")
+             if folder.name.rsplit("_", 1)[-1].isdigit() and int(folder.name.rsplit("_", 1)[-1]) > named]
+    now = time.time()
+    for folder in sorted(newer, key=lambda f: int(f.name.rsplit("_", 1)[-1]), reverse=True):
+        changed = max((f.stat().st_mtime for f in folder.rglob("*") if f.is_file()), default=folder.stat().st_mtime)
+        if now - changed < quiet_s:
+            return int(folder.name.rsplit("_", 1)[-1])
+    return None
+
+
+def wait_for_save(job_dir: str | os.PathLike, quiet_s: float = 20, limit_s: float = 600, poll_s: float = 1) -> int:
+    """Wait while a checkpoint is being written (`saving_step`), at most `limit_s` seconds, until the tracker
+    names it or its files stop changing; the tracker's step then (0 if none). Ctrl-C stops the wait."""
+    deadline = time.monotonic() + limit_s
+    try:
+        while time.monotonic() < deadline and saving_step(job_dir, quiet_s) is not None:
+            time.sleep(poll_s)
+    except KeyboardInterrupt:
+        pass
+    return tracker_step(job_dir) or 0
 
 
 def _keep_snapshots(explorer_state: Path, step: int, state: dict) -> None:

@@ -18,8 +18,8 @@ def frozenlake_data(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def sample_work(tmp_path_factory):
-    """A work folder holding both examples' small data, made once by runkit.sample_data.make_data through the
-    project's data scripts (the data the GPU smoke trains on)."""
+    """A work folder holding every example's small data, made once by runkit.sample_data.make_data (the data the
+    GPU smoke trains on)."""
     from runkit.sample_data import make_data
 
     work = tmp_path_factory.mktemp("sample")

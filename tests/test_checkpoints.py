@@ -100,3 +100,36 @@ def test_the_checkpoint_the_tracker_names_stays_until_the_next_is_complete(trini
     assert register(6) == ["global_step_5", "global_step_6"]
     tracker.write_text("6")
     assert register(7) == ["global_step_6", "global_step_7"]
+
+
+def test_ctrl_c_during_a_save_waits_for_it_and_a_stale_folder_does_not_hold_it_up(tmp_path):
+    import threading
+    import time
+
+    from rftkit import run_state
+
+    tracker = tmp_path / "latest_checkpointed_iteration.txt"
+    tracker.write_text("3")
+    stale = tmp_path / "global_step_4"  # torn by an earlier kill: still for longer than quiet_s
+    stale.mkdir()
+    (stale / "model.pt").write_text("part")
+    os.utime(stale / "model.pt", (time.time() - 60, time.time() - 60))
+    assert run_state.saving_step(tmp_path, quiet_s=5) is None
+    assert run_state.wait_for_save(tmp_path, quiet_s=5, poll_s=0.05) == 3  # at once
+
+    def save(step=5):  # shards written for a second, then the tracker moved
+        folder = tmp_path / f"global_step_{step}"
+        folder.mkdir()
+        for i in range(10):
+            (folder / f"shard{i}.pt").write_text("x" * i)
+            time.sleep(0.1)
+        tracker.write_text(str(step))
+
+    writer = threading.Thread(target=save)
+    writer.start()
+    time.sleep(0.2)
+    started = time.monotonic()
+    assert run_state.saving_step(tmp_path, quiet_s=5) == 5
+    assert run_state.wait_for_save(tmp_path, quiet_s=5, poll_s=0.05) == 5
+    assert 0.5 < time.monotonic() - started < 5
+    writer.join()

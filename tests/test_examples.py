@@ -11,6 +11,7 @@ import yaml
 
 from conftest import REPO
 from runkit.examples import CONFIGS, EXAMPLES
+from runkit.sample_data import make_data, sample_data
 
 
 def test_every_shipped_config_is_listed_under_the_task_selector_it_uses():
@@ -32,7 +33,19 @@ def test_each_examples_default_data_is_where_its_configs_read_it():
 # A third example, made from docs/adding-an-example.md in a temporary folder: the agent says the task's word back.
 ECHO = {
     "echo/__init__.py": '"""Say the task\'s word back: a tiny example made by tests/test_examples.py."""\n',
-    "echo/data.py": 'TASK_COLUMNS = {"word": "string"}\nDEFAULT_DIR = "data/echo"\n',
+    "echo/data.py": '''
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+TASK_COLUMNS = {"word": "string"}
+DEFAULT_DIR = "data/echo"
+
+
+def write_sample(folders, tasks):
+    folders["train"].mkdir(parents=True, exist_ok=True)
+    for split, count in (("train", tasks), ("test", 2)):
+        pq.write_table(pa.table({"word": [f"word{i}" for i in range(count)]}), folders["train"] / f"{split}.parquet")
+''',
     "echo/workflow.py": '''
 from agentscope.tuner import WorkflowOutput
 
@@ -56,6 +69,7 @@ ECHO = Example(
     default_selector="random", tags=("rollout/accuracy/mean",), report_module="echo.report",
     scale=Scale(architecture="Qwen2.5-0.5B", response_tokens=8, full_run_steps=10, trainer_batch=4,
                 prompt_tokens=(20, 30), reply_tokens=(1, 8), padded_budget=4096),
+    sample_writer="echo.data:write_sample",
 )
 ''',
     "echo/main.py": '''
@@ -116,4 +130,6 @@ def test_a_third_example_made_from_the_recipe_dry_runs_and_is_measured_like_the_
     monkeypatch.setitem(EXAMPLES, "echo", echo)
     batch = lengths("echo")
     assert len(batch) == 4 and all(20 <= prompt <= 30 and 1 <= reply <= 8 for prompt, reply in batch)
+    make_data(tmp_path / "work", tasks=5)  # and the GPU smoke gets its small data
+    assert pq.read_metadata(sample_data(echo, tmp_path / "work")["train"] / "train.parquet").num_rows == 5
     assert subprocess.run(["git", "status", "--porcelain"], cwd=REPO, capture_output=True, text=True).stdout == before

@@ -10,7 +10,9 @@ import time
 import pytest
 import torch
 
-from runkit.sample_data import make_data
+from rftkit.overrides import apply_overrides, load_yaml
+from runkit.examples import EXAMPLES
+from runkit.sample_data import make_data, sample_data
 from tests.gpu import smoke
 
 from conftest import REPO, copy_sample_data, dry_run, write_scalars
@@ -132,15 +134,20 @@ def test_tags_are_matched_exactly_or_by_a_prefix_ending_in_a_slash():
     assert not smoke.has_tag(tags[:1], "eval/aime24/accuracy/")
 
 
-def test_make_data_writes_both_examples_through_the_project_scripts(tmp_path):
+def test_make_data_writes_every_example_where_its_launch_reads_it(tmp_path):
     import pyarrow.parquet as pq
 
-    make_data(tmp_path)
-    assert pq.read_metadata(tmp_path / "data" / "frozenlake" / "train.parquet").num_rows == 64
+    make_data(tmp_path, tasks=24)
+    assert pq.read_metadata(tmp_path / "data" / "frozenlake" / "train.parquet").num_rows == 24
     assert pq.read_metadata(tmp_path / "data" / "frozenlake" / "test.parquet").num_rows == 8
-    math_train = pq.read_table(tmp_path / "data" / "math" / "guru_math" / "train.parquet")
-    assert math_train.num_rows == 64 and math_train.column("answer")[1].as_py() == "#### 4"
-    assert pq.read_metadata(tmp_path / "data" / "math" / "aime24" / "test.parquet").num_rows == 8
+    math_train = pq.read_table(tmp_path / "data" / "math_bots" / "guru_math" / "train.parquet")
+    assert math_train.num_rows == 24 and math_train.column("answer")[1].as_py() == "#### 4"
+    assert "boxed" not in math_train.column("question")[1].as_py()  # the conversion took the instruction out
+    assert pq.read_metadata(tmp_path / "data" / "math_bots" / "aime24" / "test.parquet").num_rows == 8
+    for example in EXAMPLES.values():  # every config of every example, pointed there, takes its data
+        for selector in example.configs:
+            folders = {role: str(folder) for role, folder in sample_data(example, tmp_path).items()}
+            example.check_data(apply_overrides(load_yaml(example.config_path(selector)), {}, folders))
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")

@@ -190,8 +190,8 @@ assert "torch" not in sys.modules, "resolving a config imported torch"
     subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True, capture_output=True, text=True)
     data = {"frozenlake/main.py": ["--data-dir", str(sample_work / "data" / "frozenlake")],
             "math_bots/main.py": ["--config", "configs/config_random.yaml",
-                                  "--train-dir", str(sample_work / "data" / "math" / "guru_math"),
-                                  "--eval-dir", str(sample_work / "data" / "math" / "aime24")]}
+                                  "--train-dir", str(sample_work / "data" / "math_bots" / "guru_math"),
+                                  "--eval-dir", str(sample_work / "data" / "math_bots" / "aime24")]}
     for main, flags in data.items():
         code = f"""
 import runpy, sys

@@ -41,7 +41,7 @@ def test_the_two_configs_differ_only_in_selector_and_its_operator():
 @pytest.mark.parametrize("config,selector", [("config_random.yaml", "selector random"),
                                              ("config_difficulty.yaml", "selector difficulty_based_resumable")])
 def test_dry_run_validates_both_configs(sample_work, tmp_path, capsys, config, selector):
-    data = sample_work / "data" / "math"
+    data = sample_work / "data" / "math_bots"
     code = math_main.main(["--config", str(CONFIGS / config), "--dry-run", "--gpus", "8",
                            "--checkpoint-dir", str(tmp_path / "ckpt"), "--train-dir", str(data / "guru_math"),
                            "--eval-dir", str(data / "aime24")])

@@ -244,5 +244,5 @@ def test_ctrl_c_during_training_ends_the_launch_with_130_and_the_last_saved_step
         process.wait()  # reaped: a zombie child would fail the next tests that look for leftover processes
     assert time.monotonic() - started < 60
     assert "exit code 130" in out, err[-3000:]
-    assert "interrupted: the trainer's last saved state is step 0; checkpoints in" in err
+    assert "interrupted: the last complete checkpoint is none yet, in" in err
     assert "Traceback" not in err

@@ -7,8 +7,8 @@ Run it from the repo's root.
 Needs a CUDA GPU (on one, the launcher colocates the engine and the trainer) and the GPU stack
 (docs/gpu.md); no hub access.
 It builds a tiny random-weight Llama (runkit/tiny_model.py), writes small data with the
-project's own scripts (FrozenLake maps; a guru-shaped math file and an AIME-shaped eval file
-through prepare_math_data.py), then runs each config through its real `main.py`, shrunk by
+examples' own data code (runkit/sample_data.py: FrozenLake maps; guru-shaped and AIME-shaped math
+rows through the real conversions), then runs each config through its real `main.py`, shrunk by
 `--set` overrides on the shipped YAML (nothing is copied), with the launcher's default attention
 (flash-attn where it imports, else the packed varlen path; `--attn` chooses another). Each run
 is checked for:
@@ -48,7 +48,7 @@ from rftkit.cli import ArgumentParser
 from runkit.commands import launch_command
 from runkit.examples import CONFIGS  # config file name -> its example and task selector
 from runkit.runs import job_dir
-from runkit.sample_data import SAMPLE_DATA, make_data, sample_data
+from runkit.sample_data import make_data, sample_data
 from runkit.steps import run_step
 
 from rftkit.example import REPO  # the checkout's root
@@ -327,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
             check_fault(result, args.fault, checkpoints, log, launched_at + seconds)
         else:
             example, selector = CONFIGS[config]
-            train_file = work / SAMPLE_DATA[example.name]["train"] / "train.parquet"
+            train_file = sample_data(example, work)["train"] / "train.parquet"
             tasks = pq.read_metadata(train_file).num_rows if selector == "difficulty" else None
             check_run(result, checkpoints, launched_at, tasks, probes, model)
         results.append(result)
