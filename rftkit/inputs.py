@@ -140,10 +140,21 @@ def check_task_splits(config: dict, columns: dict[str, str], remedy: str, flags:
         try:
             open_split(path, {**columns, **dict.fromkeys(features, "number")})
         except InputError as exc:
-            rates = [name for name in pq.read_schema(path).names if name.endswith(PASS_RATE_SUFFIX)]
-            if rates and not set(features) <= set(rates):  # the features named are not this split's
-                means = pq.read_table(path, columns=rates).to_pydict()
-                rates.sort(key=lambda name: sum(x or 0 for x in means[name]) / len(means[name]))
+            rates = other_pass_rates(path, features)
+            if rates:
                 remedy = (f"this split has {', '.join(rates)}: name them, weakest first, with "
                           f"--set {key}.{selector_name}.feature_keys=[{','.join(rates)}]")
             raise InputError(f"{exc}; {remedy}") from None
+
+
+def other_pass_rates(path: Path, features: list[str]) -> list[str]:
+    """The split's pass-rate columns, lowest mean first, when `features` names columns it lacks; else []."""
+    try:
+        names = pq.read_schema(path).names
+        rates = [name for name in names if name.endswith(PASS_RATE_SUFFIX)]
+        if not rates or set(features) <= set(names):
+            return []
+        means = pq.read_table(path, columns=rates).to_pydict()
+    except (pa.ArrowException, OSError):  # not a parquet file: the error says so already
+        return []
+    return sorted(rates, key=lambda name: sum(x or 0 for x in means[name]) / max(1, len(means[name])))
