@@ -232,3 +232,19 @@ def test_local_llm_episodes_run_and_malformed_actions_are_recorded(frozenlake_da
         assert all(turn["reply"] is not None and "Current grid:" in turn["prompt"] for turn in turns)
         malformed = sum(FrozenLakeAgent.get_action(turn["reply"]) is None for turn in turns)
         assert malformed == sum(turn["action"] is None for turn in turns) == episode["metrics"]["invalid_actions"]
+
+
+def test_a_run_through_an_endpoint_ends_without_errors_from_its_closed_clients(frozenlake_data, tmp_path):
+    """Each episode's HTTP client is closed while the event loop runs: left to the garbage collector, each
+    one printed 'Task exception was never retrieved ... Event loop is closed' after a good run."""
+    import subprocess
+    import sys
+
+    with FakeVLLMServer(lambda body: "```Left```") as server:
+        result = subprocess.run([sys.executable, "scripts/evaluate.py", "--task", "frozenlake", "--data",
+                                 str(frozenlake_data), "--limit", "6", "--model", "openai", "--base-url",
+                                 server.url + "/v1", "--model-name", "left", "--out", str(tmp_path / "out")],
+                                cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert (tmp_path / "out" / "report.json").is_file()
+    assert "Event loop is closed" not in result.stderr and "Traceback" not in result.stderr, result.stderr[-2000:]

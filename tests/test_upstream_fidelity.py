@@ -185,7 +185,9 @@ def test_upstreams_math_configs_run_through_our_entry_point(name, selector, tmp_
     assert stop.value.code == 2
     err = capsys.readouterr().err
     assert err == (f"error: {tmp_path}/path/to/your/augmented/math_data: no such folder (the training taskset, "
-                   f"split 'train'; --train-dir sets its folder); run scripts/prepare_math_data.py first\n")
+                   f"split 'train'; --train-dir sets its folder); run scripts/prepare_math_data.py first, or, "
+                   f"offline, give --train-dir and --eval-dir math_bots/tasksets/gsm_symbolic (README.md, Math "
+                   f"with BOTS)\n")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["d", name.replace("/", "_")]
     # with the data given by flags
     code = math_main.main(["--config", config, "--dry-run", "--train-dir", "d/train", "--eval-dir", "d/aime"])

@@ -47,6 +47,14 @@ class TranscriptModel(ChatModelBase):
         return result
 
 
+async def close_client(model: ChatModelBase) -> None:
+    """Close the HTTP client an API model holds (agentscope's OpenAI model: `client`) while the event loop
+    runs; left to the garbage collector, it is closed after the loop, with an error printed for each."""
+    client = getattr(model, "client", None)
+    if client is not None and hasattr(client, "close"):
+        await client.close()
+
+
 def wilson_interval(successes: float, trials: int, z: float = 1.96) -> tuple[float, float]:
     """The 95% Wilson score interval of a success rate (sensible at 0 and 1, unlike the normal one)."""
     if trials == 0:
@@ -109,6 +117,8 @@ async def run_episodes(
                 record.update(reward=0.0, error=f"timeout after {timeout:g} s")
             except Exception as exc:  # noqa: BLE001 - recorded on the episode; the run goes on
                 record.update(reward=0.0, error=f"{type(exc).__name__}: {exc}")
+            finally:
+                await close_client(model.inner)
             record["turns"] = model.turns
             return record
 
