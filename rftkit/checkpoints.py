@@ -92,9 +92,12 @@ def safe_checkpoints(module: ModuleType) -> None:
             return
         paths.append(new_path)
         keep = self.global_config.trainer.max_checkpoints_to_keep
-        named = tracker_step(self.global_config.checkpoint_job_dir)
-        for old in [path for path in paths[:-1] if keep and keep > 0][:max(0, len(paths) - keep)]:
-            if old.endswith(f"global_step_{named}"):  # what a relaunch loads now: kept until the tracker moves
+        if not keep or keep <= 0:  # 0: keep them all
+            return
+        job_dir = self.global_config.checkpoint_job_dir
+        named = os.path.abspath(os.path.join(job_dir, f"global_step_{tracker_step(job_dir)}"))
+        for old in paths[:max(0, len(paths) - keep)]:  # the oldest beyond `keep`; never the new one (keep >= 1)
+            if old == named:  # what a relaunch loads now: kept until the tracker moves
                 continue
             paths.remove(old)
             self.logger.info(f"Removing old checkpoint: {old}")

@@ -170,7 +170,7 @@ def launch(args: argparse.Namespace, workflow_func: Callable, judge_func: Callab
             status = tune(workflow_func=workflow_func, judge_func=judge_func, config_path=str(path))
     except KeyboardInterrupt:  # Ctrl-C: the run's actors end with this driver (and with Ray, if we started it)
         job_dir = Path(trinity_config.checkpoint_job_dir)
-        if run_state.saving_step(job_dir, quiet_s=20) is not None:
+        if run_state.saving_step(job_dir) is not None:
             print("interrupted during a checkpoint save: waiting for it to finish (Ctrl-C again stops waiting)",
                   file=sys.stderr, flush=True)
         step = run_state.wait_for_save(job_dir)

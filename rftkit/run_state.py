@@ -74,21 +74,26 @@ def tracker_step(job_dir: str | os.PathLike) -> int | None:
         return None
 
 
-def saving_step(job_dir: str | os.PathLike, quiet_s: float) -> int | None:
+SAVE_QUIET_S = 20  # seconds without a changed file after which a checkpoint folder is no longer being written
+
+
+def saving_step(job_dir: str | os.PathLike, quiet_s: float = SAVE_QUIET_S) -> int | None:
     """The step of a checkpoint being written now: a `global_step_N` past the tracker's step with a file
     changed in the last `quiet_s` seconds (a folder left by an earlier kill stays still). None if none."""
     named = tracker_step(job_dir) or 0
-    newer = [folder for folder in Path(job_dir).glob("global_step_*")
-             if folder.name.rsplit("_", 1)[-1].isdigit() and int(folder.name.rsplit("_", 1)[-1]) > named]
+    steps = {int(number): folder for folder in Path(job_dir).glob("global_step_*")
+             if (number := folder.name.removeprefix("global_step_")).isdigit()}
     now = time.time()
-    for folder in sorted(newer, key=lambda f: int(f.name.rsplit("_", 1)[-1]), reverse=True):
+    for step in sorted((step for step in steps if step > named), reverse=True):
+        folder = steps[step]
         changed = max((f.stat().st_mtime for f in folder.rglob("*") if f.is_file()), default=folder.stat().st_mtime)
         if now - changed < quiet_s:
-            return int(folder.name.rsplit("_", 1)[-1])
+            return step
     return None
 
 
-def wait_for_save(job_dir: str | os.PathLike, quiet_s: float = 20, limit_s: float = 600, poll_s: float = 1) -> int:
+def wait_for_save(job_dir: str | os.PathLike, quiet_s: float = SAVE_QUIET_S, limit_s: float = 600,
+                  poll_s: float = 1) -> int:
     """Wait while a checkpoint is being written (`saving_step`), at most `limit_s` seconds, until the tracker
     names it or its files stop changing; the tracker's step then (0 if none). Ctrl-C stops the wait."""
     deadline = time.monotonic() + limit_s

@@ -4,7 +4,7 @@
 - `commands`: the command lines built from settings, a launch's and an evaluation's;
 - `steps`: the one runner of a step (a launch, an evaluation, a data script) as a subprocess;
 - `runs`: a run's folder and its last checkpoint, as Trinity leaves them;
-- `sample_data`: small data for both examples, made through the project's scripts;
+- `sample_data`: small data for every registered example, from the example's own `sample_writer`;
 - `serving`: a model served by vLLM for an evaluation (a GGUF turned into an HF folder first);
 - `tiny_model`: random-weight models built offline, tiny or of a real model's architecture;
 - `training_flags`: the checks of the flags every experiment that trains a model takes.

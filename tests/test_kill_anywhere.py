@@ -24,7 +24,7 @@ from types import SimpleNamespace
 import pytest
 
 from rftkit import checkpoints, run_state
-from test_resume import TOTAL_STEPS, bots_run, state_manager  # noqa: F401 (fixtures)
+from test_resume import TOTAL_STEPS, bots_run, explore_step, state_manager  # noqa: F401 (fixtures)
 
 SAVE_EVERY = 2  # trainer steps between checkpoints
 MODEL = "actor/model.json"  # the stand-in trainer's weights: the explore steps it trained on, and their tasks
@@ -47,7 +47,7 @@ class Writes:
 
 
 @pytest.fixture
-def trinity(monkeypatch, state_manager):  # noqa: F811
+def trinity(state_manager):  # noqa: F811
     import trinity.trainer.verl.trainer as module
 
     checkpoints.safe_checkpoints(module)
@@ -59,7 +59,9 @@ def launch(config, trinity, writes: Writes, monkeypatch, saved: list[int] | None
     """One launch of the run, to its end or to its kill; the step it started from. Each checkpoint whose
     save finished is appended to `saved`."""
     from trinity.buffer.task_scheduler import get_taskset_scheduler
-    from trinity.common.constants import SELECTOR_METRIC, SaveStrategy
+    from trinity.common.constants import SaveStrategy
+
+    saved = [] if saved is None else saved
 
     replace, rmtree = os.replace, shutil.rmtree
 
@@ -91,15 +93,8 @@ def launch(config, trinity, writes: Writes, monkeypatch, saved: list[int] | None
 
     async def loop():
         nonlocal step
-        while True:
-            try:
-                tasks = await scheduler.read()
-            except StopAsyncIteration:
-                return
+        while (indices := await explore_step(scheduler, state, step + 1)) is not None:
             step += 1
-            indices = [task.index["index"] for task in tasks]
-            scheduler.feedback({SELECTOR_METRIC: {0: {"indices": indices, "values": [(i % 5) / 4 for i in indices]}}})
-            state.save_explorer(step, scheduler.state_dict())
             trained.append([step, indices])
             if step % SAVE_EVERY == 0 or step == TOTAL_STEPS:
                 folder = job / f"global_step_{step}"
@@ -114,7 +109,7 @@ def launch(config, trinity, writes: Writes, monkeypatch, saved: list[int] | None
                 trainer._retain_checkpoints(str(folder))
                 monitor.update_latest_checkpoint_step(step)
                 state.save_trainer(step, {})
-                (saved if saved is not None else []).append(step)
+                saved.append(step)
 
     started = step
     asyncio.run(loop())

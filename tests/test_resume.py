@@ -49,11 +49,26 @@ def bots_run(tmp_path):
                                        run_react_agent, gsm8k_judge)
 
 
+async def explore_step(scheduler, state, step: int) -> list[int] | None:
+    """Explore step `step` as Trinity's Explorer makes it: read a batch of tasks, feed back a fixed pass rate
+    per task (so that two runs can be compared), save the explorer's state. The tasks' indices; None once
+    the taskset is done."""
+    from trinity.common.constants import SELECTOR_METRIC
+
+    try:
+        tasks = await scheduler.read()
+    except StopAsyncIteration:
+        return None
+    indices = [task.index["index"] for task in tasks]
+    scheduler.feedback({SELECTOR_METRIC: {0: {"indices": indices, "values": [(i % 5) / 4 for i in indices]}}})
+    state.save_explorer(step, scheduler.state_dict())
+    return indices
+
+
 def explore(config, StateManager, stop_after=None):
     """What Trinity's Explorer does with its state: load it, read and feed back each step, save after each
     (a weight sync every step). Feedback is a fixed pass rate per task, so that two runs can be compared."""
     from trinity.buffer.task_scheduler import get_taskset_scheduler
-    from trinity.common.constants import SELECTOR_METRIC
 
     state = StateManager(path=config.checkpoint_job_dir, explorer_name=config.explorer.name)
     saved = state.load_explorer()
@@ -63,15 +78,11 @@ def explore(config, StateManager, stop_after=None):
     async def loop():
         nonlocal step
         while stop_after is None or step < stop_after:
-            try:
-                tasks = await scheduler.read()
-            except StopAsyncIteration:
+            indices = await explore_step(scheduler, state, step + 1)
+            if indices is None:
                 return
             step += 1
-            indices = [task.index["index"] for task in tasks]
             chosen[step] = indices
-            scheduler.feedback({SELECTOR_METRIC: {0: {"indices": indices, "values": [(i % 5) / 4 for i in indices]}}})
-            state.save_explorer(step, scheduler.state_dict())
 
     asyncio.run(loop())
     estimator = scheduler.tasksets[0].reader.selector.diff_estimator

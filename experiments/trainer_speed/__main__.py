@@ -21,6 +21,7 @@ from rftkit.example import REPO
 from runkit.examples import EXAMPLES
 from runkit.steps import run_step
 
+
 def child(args: list[str], log: Path, timeout: float) -> dict:
     """Run `--worker ...` in a fresh process (a fresh GPU context each), as a step (progress every 30 s,
     the process and its Ray killed past `timeout`); its JSON result, or the error."""
@@ -32,8 +33,6 @@ def child(args: list[str], log: Path, timeout: float) -> dict:
         tail = log.read_text(errors="replace").splitlines()[-15:]
         return {"error": f"exit code {code} after {seconds:.0f} s; see {log}", "log tail": tail}
     return json.loads(out.read_text())
-
-
 
 
 def worker_main(args: argparse.Namespace) -> int:
