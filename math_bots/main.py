@@ -23,7 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--train-dir", help="folder with the training split's train.parquet (default: the config's)")
     parser.add_argument("--eval-dir", help="folder with AIME-24's test.parquet (default: the config's)")
     args = parser.parse_args(argv)
-    return launch(args, MATH.workflow, MATH.judge, data={"train": args.train_dir, "eval": args.eval_dir},
+    return launch(args, MATH.workflow_path, MATH.judge_path, data={"train": args.train_dir, "eval": args.eval_dir},
                   check_data=MATH.check_data)
 
 

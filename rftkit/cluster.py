@@ -9,6 +9,7 @@ mode), `apply_plan` writes that into the YAML mapping and says what it had to ch
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 
@@ -92,6 +93,19 @@ def apply_plan(config: dict, plan: dict) -> list[str]:
     return changes
 
 
+NVIDIA_DRIVER = "/proc/driver/nvidia/version"  # present wherever NVIDIA's kernel driver is loaded
+
+
+def local_gpus() -> int:
+    """The CUDA GPUs this process can use. Without NVIDIA's driver there are none, and torch, seconds
+    to import, is not asked: a dry run or a bad flag on a CPU machine does not wait for it."""
+    if not os.path.exists(NVIDIA_DRIVER) and shutil.which("nvidia-smi") is None:
+        return 0
+    import torch
+
+    return torch.cuda.device_count()
+
+
 def detect_cluster() -> tuple[int, int]:
     """(nodes, GPUs per node) of a running Ray cluster, else of this machine."""
     import ray
@@ -99,9 +113,7 @@ def detect_cluster() -> tuple[int, int]:
     try:
         ray.init(address="auto", logging_level="ERROR", log_to_driver=False)
     except ConnectionError:
-        import torch
-
-        return 1, torch.cuda.device_count()
+        return 1, local_gpus()
     try:
         gpu_nodes = [n["Resources"].get("GPU", 0) for n in ray.nodes() if n["Alive"] and n["Resources"].get("GPU")]
     finally:

@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Callable
 
 from rftkit import cluster, run_state, startup, supervise
+from rftkit.example import load
 from rftkit.trainer import attention
 from rftkit.inputs import InputError
 from rftkit.overrides import apply_overrides, load_yaml, parse_override, resolve_config, write_yaml
@@ -80,10 +81,14 @@ def add_arguments(parser: argparse.ArgumentParser, default_config: str) -> None:
                         help="build and validate the exact config tune() would launch, print it and exit")
 
 
-def launch(args: argparse.Namespace, workflow_func: Callable, judge_func: Callable | None = None,
+def launch(args: argparse.Namespace, workflow_func: Callable | str, judge_func: Callable | str | None = None,
            data: dict[str, str | None] | None = None,
            check_data: Callable[[dict], None] | None = None) -> int:
     """Dry-run or train, as `args` say; returns the process exit code.
+
+    `workflow_func` and `judge_func` are the functions, or their "module:function" import paths: a path is
+    imported only once the flags, the YAML and the data have passed their checks, so a mistake there is
+    reported without waiting seconds for agentscope to import.
 
     `data` maps a taskset role ("train", "eval") to the folder the entry point's flags give, None to keep
     the config's (`rftkit.overrides.place_data`). `check_data(config)` gets the resolved YAML mapping
@@ -124,6 +129,7 @@ def launch(args: argparse.Namespace, workflow_func: Callable, judge_func: Callab
     adapted_lines = "".join(f"\n  {line}" for line in adapted)
     if check_data is not None:
         check_data(config)
+    workflow_func, judge_func = (load(f) if isinstance(f, str) else f for f in (workflow_func, judge_func))
 
     if args.dry_run:
         with no_gpu_banner():  # a dry run needs no GPU; a training run has one (it refuses at once without)

@@ -17,6 +17,7 @@ from pathlib import Path
 from runkit.steps import log, tail
 
 SERVED_NAME = "policy"  # the model name the server answers to, and evaluate.py asks for
+READY_POLL_S = 0.5  # seconds between two looks at /health while the server starts
 
 
 def hf_from_gguf(gguf: Path, out_dir: Path) -> Path:
@@ -94,13 +95,13 @@ def vllm_command(model: Path, port: int, tokenizer: Path, max_model_len: int, fl
 
 @contextlib.contextmanager
 def vllm_server(model: Path, tokenizer: Path, log_file: Path, max_model_len: int, flags: list[str],
-                timeout: float = 900):
-    """`vllm serve` of `model` on 127.0.0.1 with extra `flags` (`parser_flags`); yields the /v1 base URL;
-    stops it (and its workers) on exit."""
+                timeout: float = 900, env: dict | None = None):
+    """`vllm serve` of `model` on 127.0.0.1 with extra `flags` (`parser_flags`), in environment `env` (this
+    one's by default); yields the /v1 base URL as soon as it answers; stops it (and its workers) on exit."""
     port = free_port()
     with open(log_file, "w") as out:
         server = subprocess.Popen(vllm_command(model, port, tokenizer, max_model_len, flags), stdout=out,
-                                  stderr=subprocess.STDOUT, start_new_session=True)
+                                  stderr=subprocess.STDOUT, start_new_session=True, env=env)
     try:
         deadline = time.time() + timeout
         while True:
@@ -113,7 +114,7 @@ def vllm_server(model: Path, tokenizer: Path, log_file: Path, max_model_len: int
             except OSError:
                 if time.time() > deadline:
                     raise SystemExit(f"error: vLLM did not answer within {timeout:.0f} s; see {log_file}") from None
-                time.sleep(5)
+                time.sleep(READY_POLL_S)
         yield f"http://127.0.0.1:{port}/v1"
     finally:
         with contextlib.suppress(ProcessLookupError):

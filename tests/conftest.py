@@ -1,9 +1,9 @@
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from rftkit.example import REPO  # the checkout's root
+import launches
+from rftkit.example import REPO  # noqa: F401 - the checkout's root, which the tests import from here
 
 
 @pytest.fixture(scope="session")
@@ -38,9 +38,9 @@ def copy_sample_data(sample_work: Path, work: Path, only: str | None = None) -> 
 
 
 def dry_run(command: list[str], gpus: int = 2, env: dict | None = None) -> str:
-    """A launch command, as the GPU scripts build it, run with --dry-run in a subprocess: its stdout, after exit 0."""
-    result = subprocess.run([*command, "--dry-run", "--gpus", str(gpus)], cwd=REPO, capture_output=True, text=True,
-                            timeout=300, env=env)
+    """A launch command, as the GPU scripts build it, run with --dry-run (in a child of the fork server,
+    tests/launches.py): its stdout, after exit 0."""
+    result = launches.run([*command, "--dry-run", "--gpus", str(gpus)], env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     return result.stdout
 

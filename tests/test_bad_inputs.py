@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+import launches
 from conftest import REPO
 
 FROZENLAKE = {"seed": [1], "size": [3], "p": [0.8]}  # one task row of each example
@@ -179,8 +180,7 @@ def test_bad_input_ends_with_a_message_and_writes_nothing(tmp_path, make, comman
     make(tmp_path)
     before = snapshot(tmp_path)
     script, *flags = [part.format(tmp=tmp_path) for part in command]
-    result = subprocess.run([sys.executable, str(REPO / script), *flags], cwd=tmp_path,
-                            capture_output=True, text=True, timeout=120)
+    result = launches.run([sys.executable, str(REPO / script), *flags], cwd=tmp_path, timeout=120)
     assert result.returncode == 2, result.stderr[-2000:]
     last_line = (result.stderr.strip().splitlines() or [""])[-1]
     assert message.format(tmp=tmp_path) in last_line, result.stderr[-2000:]  # the message, whole, on one line

@@ -87,7 +87,7 @@ def main(argv=None):
     add_arguments(parser, default_config=str(ECHO.config_path()))
     parser.add_argument("--data-dir", default=ECHO.data["train"], help="folder with train and test splits")
     args = parser.parse_args(argv)
-    return launch(args, ECHO.workflow, ECHO.judge, data={"train": args.data_dir, "eval": args.data_dir},
+    return launch(args, ECHO.workflow_path, ECHO.judge_path, data={"train": args.data_dir, "eval": args.data_dir},
                   check_data=ECHO.check_data)
 
 

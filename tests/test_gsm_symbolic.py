@@ -169,7 +169,7 @@ def test_templates_on_the_list_are_left_out_and_all_others_kept_however_slow(mon
     listed = sorted(LEFT_OUT)[:2]
     templates = fake_package(monkeypatch, [listed[0], 1, 2, listed[1], 3], clock=[0.0], slow={1, 3})
     seconds = []
-    rows, left_out = generate(per_template=2, progress=lambda done, total, took: seconds.append(took))
+    rows, left_out = generate(per_template=2, progress=lambda done, total, took: seconds.append(took), workers=1)
     assert [row["template"] for row in rows] == [1, 1, 2, 2, 3, 3]
     assert left_out == {template: LEFT_OUT[template] for template in listed}
     assert [t.id_orig for t in templates if t.drawn] == [1, 2, 3]  # the listed ones, fast here, are not drawn
@@ -181,7 +181,7 @@ def test_a_template_the_package_cannot_draw_fails_the_run_by_name(monkeypatch):
 
     fake_package(monkeypatch, [1, 2, 3], clock=[0.0], failing={2})
     with pytest.raises(RuntimeError, match="^template 2: multilingual_gsm_symbolic failed to draw it: Too many"):
-        generate(per_template=2)
+        generate(per_template=2, workers=1)
 
 
 def test_the_split_holds_every_template_but_the_recorded_list(monkeypatch, tmp_path, capsys):
@@ -191,8 +191,19 @@ def test_the_split_holds_every_template_but_the_recorded_list(monkeypatch, tmp_p
     fake_package(monkeypatch, sorted([*LEFT_OUT, *kept]), clock=[0.0], slow={2, 4})
     prepare_math_data = load_script("prepare_math_data")
     assert prepare_math_data.main(["--source", "gsm-symbolic", "--processed_data_dir", str(tmp_path / "gsm"),
-                                   "--per-template", "2", "--test-templates", "4"]) == 0
+                                   "--per-template", "2", "--test-templates", "4", "--workers", "1"]) == 0
     train, test = (pq.read_table(tmp_path / "gsm" / f"{split}.parquet") for split in ("train", "test"))
     assert set(train.column("template").to_pylist()) | set(test.column("template").to_pylist()) == set(kept)
     assert train.num_rows + test.num_rows == 2 * len(kept)
     assert f"{len(LEFT_OUT)} templates left out (LEFT_OUT in math_bots/gsm_symbolic.py)" in capsys.readouterr().out
+
+
+def test_the_instances_do_not_depend_on_how_many_processes_draw_them(generator_python, tmp_path):
+    runs = {}
+    for workers in (1, 2):
+        out = tmp_path / f"{workers}.jsonl"
+        subprocess.run([generator_python, "-m", "math_bots.gsm_symbolic", "--out", str(out), "--per-template", "2",
+                        "--first", "8", "--workers", str(workers)], cwd=REPO, check=True, capture_output=True,
+                       env={**os.environ, "PYTHONPATH": str(REPO)})
+        runs[workers] = out.read_text()
+    assert runs[1] == runs[2] and runs[1].count("\n") >= 2 * 6  # 8 templates, at most 2 of them on the list

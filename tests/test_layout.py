@@ -7,11 +7,14 @@ fixed but is still listed: delete it, so that the lists only shrink.
 """
 
 import ast
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 from conftest import REPO
+from rftkit import cluster
 from runkit.examples import EXAMPLES
 
 # An import goes to a lower layer or stays in its own folder: the examples never import each other,
@@ -205,3 +208,22 @@ print(sorted(name for name in sys.modules if name.startswith("rftkit.reports")))
         result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
         assert "the config is valid" in result.stdout, result.stdout[-1500:] + result.stderr[-1500:]
         assert result.stdout.strip().splitlines()[-1] == "[]", result.stdout[-1500:]
+
+
+def test_a_launch_refused_for_its_inputs_imports_neither_agentscope_nor_torch(tmp_path):
+    """Flags, YAML and data are checked before the workflow (agentscope) is imported, and no GPU is counted
+    with torch on a machine without NVIDIA's driver: a mistake is reported in about a second."""
+    code = f"""
+import runpy, sys
+sys.argv = ["frozenlake/main.py", "--dry-run", "--data-dir", {str(tmp_path / "absent")!r}]
+try:
+    runpy.run_path("frozenlake/main.py", run_name="__main__")
+except SystemExit as exit:
+    print("exit", exit.code)
+print(sorted(name for name in ("agentscope", "torch") if name in sys.modules))
+"""
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
+    assert "absent: no such folder" in result.stderr, result.stderr[-1500:]
+    nvidia = os.path.exists(cluster.NVIDIA_DRIVER) or shutil.which("nvidia-smi")  # then torch counts the GPUs
+    expected = ["exit 2", "['torch']" if nvidia else "[]"]
+    assert result.stdout.strip().splitlines()[-2:] == expected, result.stdout[-1500:]
