@@ -104,3 +104,19 @@ def versions(tmp_path_factory):
     v0 = write_model(root / "v0", seed=0, init_range=0.2)
     return {0: v0, 1: write_model(root / "v1", seed=1, init_range=0.05, nudge_from=v0),
             "barely": write_model(root / "barely", seed=2, init_range=1e-5, nudge_from=v0)}
+
+
+# pytest-xdist runs the suite in two processes (pyproject.toml). Tests that start or join a Ray cluster share
+# one (Ray's head takes a fixed port), and so do those that need the GPU: each group runs in one process.
+SERIAL_GROUPS = {
+    "ray": {"test_attention.py", "test_colocate.py", "test_engine_check.py", "test_frozenlake_training_path.py",
+            "test_run_supervision.py", "test_steps.py", "test_weight_sync.py", "test_resumable_selector.py"},
+    "gpu": {"test_gpu_trainer_path.py", "test_resume_smoke.py", "test_gpu_smoke.py"},
+}
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        for group, files in SERIAL_GROUPS.items():
+            if item.path.name in files:
+                item.add_marker(pytest.mark.xdist_group(group))
