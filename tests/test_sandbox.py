@@ -60,9 +60,12 @@ def machine(monkeypatch):
     monkeypatch.setattr(tempfile, "mkdtemp", recording_mkdtemp)
     monkeypatch.setattr(sandbox.shortuuid, "uuid", lambda: f"t{os.getpid()}x{next(names)}")
 
+    # children the test process had before (the fork server of tests/launches.py) are not the sandbox's
+    earlier = {pid for pid, (ppid, _) in processes().items() if ppid == os.getpid()}
+
     def leftovers():
         return [(pid, argv[:6]) for pid, (ppid, argv) in processes().items()
-                if ppid == os.getpid() or any(arg.startswith(marker) for arg in argv)]
+                if (ppid == os.getpid() and pid not in earlier) or any(arg.startswith(marker) for arg in argv)]
 
     yield made
     assert made, "the sandbox ran"
