@@ -5,8 +5,8 @@
         --variant warm=VLLM_CACHE_ROOT=OUT/cold/cache/vllm,TORCHINDUCTOR_CACHE_DIR=OUT/cold/cache/inductor \\
         --variant eager=--enforce-eager
 
-Each variant serves MODEL as the experiments' evaluations do (`runkit.serving.vllm_server` with the
-FrozenLake config's parsers), one after the other, plus its own items (NAME=ITEM,ITEM): an UPPER_CASE
+Each variant serves MODEL through the experiments' own `runkit.serving.vllm_server`, with the FrozenLake
+config's parsers and an 8,192-token context, one after the other, plus its own items (NAME=ITEM,ITEM): an UPPER_CASE
 KEY=VALUE is an environment variable of the server, a --flag[=value] is added to `vllm serve`. Its
 compile caches start empty (<out>/<variant>/cache) unless it names them, as `experiments.startup`'s
 launches do. Measured for each: the seconds from the server's start to its first answer, the engine's
@@ -33,8 +33,10 @@ from runkit.commands import evaluate_command
 from runkit.serving import model_folder, parser_flags, vllm_server
 from runkit.steps import log, run_step
 
-MAX_MODEL_LEN = 8192  # as experiments.frozenlake_learning serves its models
-MAX_TOKENS = 512  # tokens per reply in the evaluation, as there
+# Smaller than experiments.frozenlake_learning's (25,600 and 2,048): ample for a FrozenLake episode, and
+# what the dated figures were measured with.
+MAX_MODEL_LEN = 8192  # the server's context
+MAX_TOKENS = 512  # tokens per reply in the evaluation
 # vLLM's own account of its start, from its log: label -> pattern whose group is seconds
 VLLM_LINES = {
     "engine init": r"init engine \(profile, create kv cache, warmup model\) took ([\d.]+) s",

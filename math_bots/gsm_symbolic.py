@@ -102,13 +102,13 @@ def generate(per_template: int, seed: int = 0, first: int | None = None, progres
         if progress:
             progress(len(drawn), len(positions), seconds)
 
-    if min(workers or os.cpu_count() or 1, len(positions)) <= 1:
+    processes = min(workers or os.cpu_count() or 1, len(positions))
+    if processes <= 1:
         for position in positions:
             record(*_draw(templates[position], position, per_template, seed))
     else:
         # spawned, not forked: a caller's threads (pyarrow's) would be copied mid-flight by a fork
-        with concurrent.futures.ProcessPoolExecutor(min(workers or os.cpu_count(), len(positions)),
-                                                    mp_context=multiprocessing.get_context("spawn"),
+        with concurrent.futures.ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn"),
                                                     initializer=_start_worker) as pool:
             futures = [pool.submit(_draw_in_worker, position, per_template, seed) for position in positions]
             try:

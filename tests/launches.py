@@ -5,8 +5,8 @@ Python's own fork server (`multiprocessing`'s "forkserver" start method) imports
 that starts no threads, and forks one child per command. The child takes the command's environment, working
 folder, argv and path as a new interpreter would, and runs the script as __main__: its exit code, output and
 errors are what the tests read. What a fresh interpreter would do differently is import those libraries
-before the environment is set, so a command whose environment changes what they do at import runs in a
-subprocess instead (`run(..., fresh=True)`).
+before the environment is set: a test whose command's environment changes what they do at import runs
+it with `subprocess` instead.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ import runpy
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 
 from rftkit.example import REPO
@@ -25,13 +24,6 @@ from rftkit.example import REPO
 PRELOAD = ["rftkit.launch", "rftkit.trinity_config", "rftkit.trinity_plugins.resumable_bots",
            "trinity.common.config_validator", "frozenlake.workflow", "math_bots.workflow", "math_bots.judge"]
 _context = None
-
-
-@dataclass
-class Result:
-    returncode: int
-    stdout: str
-    stderr: str
 
 
 def _forks():
@@ -58,13 +50,13 @@ def _child(command: list[str], env: dict, cwd: str, out: str, err: str) -> None:
     runpy.run_path(str(script), run_name="__main__")
 
 
-def run(command: list[str], env: dict | None = None, cwd: Path = REPO, timeout: float = 300,
-        fresh: bool = False) -> Result:
-    """[sys.executable, script, *args] run from `cwd` in `env` (this process's by default)."""
+def run(command: list[str], env: dict | None = None, cwd: Path = REPO,
+        timeout: float = 300) -> subprocess.CompletedProcess:
+    """[sys.executable, script, *args] run from `cwd` in `env` (this process's by default); any other command
+    in a subprocess."""
     env = dict(os.environ if env is None else env)
-    if fresh or command[0] != sys.executable or not command[1].endswith(".py"):
-        done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
-        return Result(done.returncode, done.stdout, done.stderr)
+    if command[0] != sys.executable or not command[1].endswith(".py"):
+        return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
     with tempfile.TemporaryDirectory(prefix="launch-") as folder:
         out, err = Path(folder) / "stdout", Path(folder) / "stderr"
         child = _forks().Process(target=_child, args=(command, env, str(cwd), str(out), str(err)))
@@ -74,4 +66,4 @@ def run(command: list[str], env: dict | None = None, cwd: Path = REPO, timeout: 
             child.kill()
             child.join()
             raise subprocess.TimeoutExpired(command, timeout)
-        return Result(child.exitcode, out.read_text(), err.read_text())
+        return subprocess.CompletedProcess(command, child.exitcode, out.read_text(), err.read_text())

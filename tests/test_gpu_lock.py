@@ -38,8 +38,7 @@ def pins(path):
 
 def test_every_lock_line_is_an_exact_pin():
     lines = requirement_lines(REQS / "lock-gpu.txt")
-    # the exact set the GPU machine installs: changing it should be a deliberate edit here too (103 ran there on
-    # 2026-12-03; pytest-xdist and execnet, which the suite's pyproject options need, came after)
+    # the exact set the GPU machine installs: changing it should be a deliberate edit here too
     assert len(lines) == 105
     for line in lines:
         req = Requirement(line)
