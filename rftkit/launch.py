@@ -65,8 +65,10 @@ def add_arguments(parser: argparse.ArgumentParser, default_config: str) -> None:
                              "(env CHECKPOINT_ROOT_DIR; default: the YAML's)")
     parser.add_argument("--gpus", type=int, default=None,
                         help="GPUs per node to plan for (default: detected; with --dry-run and none "
-                             f"detected, {cluster.DRY_RUN_GPUS})")
-    parser.add_argument("--nodes", type=int, default=None, help="nodes to plan for (default: detected, or 1)")
+                             f"detected, {cluster.DRY_RUN_GPUS}); a dry run given --gpus looks at no "
+                             "machine or Ray cluster")
+    parser.add_argument("--nodes", type=int, default=None,
+                        help="nodes to plan for (default: detected, or 1; 1 in a dry run given --gpus)")
     parser.add_argument("--engines", type=int, default=None,
                         help="rollout engines (default: half of all GPUs, divided by tensor parallel size)")
     parser.add_argument("--attn", choices=attention.ATTN_CHOICES, default=None,
@@ -108,7 +110,10 @@ def launch(args: argparse.Namespace, workflow_func: Callable | str, judge_func: 
     overrides.update(attention_overrides)
     overrides.update(args.set_values)
 
-    nodes, gpus_detected = cluster.detect_cluster()
+    if args.dry_run and args.gpus:  # the plan is given: no machine or Ray cluster to look at
+        nodes, gpus_detected = 1, args.gpus
+    else:
+        nodes, gpus_detected = cluster.detect_cluster()
     gpus = args.gpus or gpus_detected
     nodes = args.nodes or nodes
     if gpus_detected == 0 and not args.dry_run:

@@ -44,7 +44,12 @@ def test_failed_episode_inside_the_adapter_yields_zero_reward():
     assert experiences[-1].metrics["invalid_actions"] == 10.0
 
 
-def test_dry_run_validates_the_shipped_config_and_names_what_the_machine_changed(frozenlake_data, tmp_path, capsys):
+def test_dry_run_validates_the_shipped_config_and_names_what_the_machine_changed(frozenlake_data, tmp_path, capsys,
+                                                                                   monkeypatch):
+    def no_cluster():
+        raise AssertionError("a dry run given --gpus looked for a Ray cluster")
+
+    monkeypatch.setattr(cluster, "detect_cluster", no_cluster)  # the plan is given: nothing to detect
     code = frozenlake_main.main(["--dry-run", "--gpus", "2", "--checkpoint-dir", str(tmp_path / "ckpt"),
                                  "--data-dir", str(frozenlake_data)])
     out = capsys.readouterr().out

@@ -65,6 +65,6 @@ def test_the_real_verl_still_has_what_the_patch_replaces():
      "reference model bfloat16 weights, on the CPU, copied in for every micro-batch (param_offload)"),
 ])
 def test_the_dry_run_says_where_the_reference_weights_live(frozenlake_data, tmp_path, capsys, flags, said):
-    code = frozenlake_main.main(["--dry-run", "--checkpoint-dir", str(tmp_path / "ckpt"),
+    code = frozenlake_main.main(["--dry-run", "--gpus", "8", "--checkpoint-dir", str(tmp_path / "ckpt"),
                                  "--data-dir", str(frozenlake_data), *flags])
     assert code == 0 and said in capsys.readouterr().out

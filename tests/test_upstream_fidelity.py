@@ -190,7 +190,8 @@ def test_upstreams_math_configs_run_through_our_entry_point(name, selector, tmp_
                    f"with BOTS)\n")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["d", name.replace("/", "_")]
     # with the data given by flags
-    code = math_main.main(["--config", config, "--dry-run", "--train-dir", "d/train", "--eval-dir", "d/aime"])
+    code = math_main.main(["--config", config, "--dry-run", "--gpus", "8",
+                           "--train-dir", "d/train", "--eval-dir", "d/aime"])
     out = capsys.readouterr().out
     assert code == 0 and selector in out
     assert f"{tmp_path}/d/train [train]" in out and f"eval taskset    eval-aime24: {tmp_path}/d/aime [test]" in out
