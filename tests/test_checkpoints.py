@@ -16,7 +16,7 @@ import pytest
 from rftkit import checkpoints
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def trinity_trainer():
     import trinity.trainer.verl.trainer as module
 

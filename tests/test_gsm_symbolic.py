@@ -79,7 +79,7 @@ def python_312() -> str | None:
     return None
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def generator_python(tmp_path_factory) -> str:
     """A Python 3.12 venv with the package from the index, as a user of the 3.11 set-up would make it."""
     python = python_312()

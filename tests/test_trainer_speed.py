@@ -10,7 +10,7 @@ import pytest
 from conftest import REPO
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory):
     """A 2-layer Qwen2 with grouped-query heads (4 query heads to 2 KV heads) and SmolLM2's tokenizer."""
     from transformers import AutoConfig, AutoModelForCausalLM
@@ -28,7 +28,7 @@ def tiny_model(tmp_path_factory):
     return folder
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def runs(tiny_model, tmp_path_factory):
     """Each setting in a process of its own (the settings patch the process), all four at once: each spends most
     of its minute importing the stack, one core apiece."""

@@ -90,7 +90,7 @@ def worker(rank: int, port: int, folder) -> None:
     dist.destroy_process_group()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def runs(tmp_path_factory):
     """(results of rank 0, of rank 1, {kv heads: logits and gradients of the whole row in this process})."""
     folder = tmp_path_factory.mktemp("ulysses")
