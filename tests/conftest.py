@@ -109,8 +109,8 @@ def versions(tmp_path_factory):
 # pytest-xdist runs the suite in two processes (pyproject.toml). Tests that start or join a Ray cluster share
 # one: Ray's head takes a fixed port, and address="auto" joins whichever cluster on the machine started last.
 # Those that need the GPU share another, and the GSM-Symbolic generator's the Python 3.12 venv they build. Each
-# group runs in one process. Fixtures that several modules' tests wait on are session-scoped: xdist interleaves
-# modules in a process, and a module-scoped fixture would be built again each time its module came back.
+# group runs in one process. A costly fixture shared by a module's tests is session-scoped: xdist interleaves modules
+# in a process, and a module-scoped fixture would be built again each time its module came back.
 SERIAL_GROUPS = {
     "ray": {"test_attention.py", "test_colocate.py", "test_engine_check.py", "test_frozenlake_training_path.py",
             "test_run_supervision.py", "test_steps.py", "test_weight_sync.py", "test_resumable_selector.py",
