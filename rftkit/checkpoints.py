@@ -17,24 +17,121 @@ things could still leave the tracker pointing at something incomplete (docs/run-
 when that checkpoint already holds what the save would write; and no checkpoint that the tracker
 names is deleted, so the previous one stays until the new one is complete (one more checkpoint
 on disk for the length of a save).
+
+Before a launch, `fall_back` checks the checkpoint the tracker names (`missing_part`: every
+rank's shards, each a whole archive; whole HF weights). If it is incomplete, it is moved aside as
+`incomplete_global_step_N` and the tracker names the newest complete one before it.
 """
 
 from __future__ import annotations
 
 import builtins
 import contextlib
+import json
 import os
+import re
 import shutil
+import zipfile
 from pathlib import Path
 from types import ModuleType
 
 from rftkit.files import atomic_paths
-from rftkit.run_state import TRACKER, tracker_step
 from rftkit.trainer.import_patch import patch_on_import, source_has
 
 VERL_TRAINER = "trinity.trainer.verl.trainer"  # written against Trinity-RFT 0.6.0
+TRACKER = "latest_checkpointed_iteration.txt"  # verl's pointer to the last complete checkpoint
 POINTERS = {TRACKER, "latest_state_dict_iteration.txt"}
 HF_WEIGHTS = "actor/huggingface/model*.safetensors"  # what save_as_hf adds to a checkpoint
+STEP_FOLDER = re.compile(r"global_step_(\d+)")
+SHARD = re.compile(r"(\w+?)_world_size_(\d+)_rank_(\d+)\.pt")  # verl 0.8's model, optim and extra_state shards
+SET_ASIDE = "incomplete_"  # prefix of a checkpoint folder found incomplete: no glob for global_step_* matches it
+
+
+def tracker_step(job_dir: str | os.PathLike) -> int | None:
+    """The step verl's checkpoint pointer names now; None while there is none or it is being written."""
+    try:
+        return int((Path(job_dir) / TRACKER).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def whole_safetensors(path: Path) -> bool:
+    """Whether a safetensors file is as long as its header says: a cut-short write is not."""
+    try:
+        with open(path, "rb") as file:
+            length = int.from_bytes(file.read(8), "little")
+            header = json.loads(file.read(length))
+        end = max((entry["data_offsets"][1] for name, entry in header.items() if name != "__metadata__"), default=0)
+        return path.stat().st_size == 8 + length + end
+    except (OSError, ValueError, KeyError, TypeError, IndexError):
+        return False
+
+
+def missing_part(folder: str | os.PathLike) -> str | None:
+    """What keeps a checkpoint folder from loading, or None if nothing does: every rank's shard of each kind verl
+    wrote, each a whole torch.save archive (its zip directory is written last), and every HF weights file whole."""
+    actor = Path(folder) / "actor"
+    if not actor.is_dir():
+        return f"{actor} is missing"
+    groups: dict[tuple[str, int], set[int]] = {}
+    for path in actor.glob("*.pt"):
+        if match := SHARD.fullmatch(path.name):
+            if not zipfile.is_zipfile(path):
+                return f"{path.name} is cut short"
+            groups.setdefault((match[1], int(match[2])), set()).add(int(match[3]))
+    if not any(kind == "model" for kind, _ in groups):
+        return "no model shard"
+    for (kind, size), ranks in sorted(groups.items()):
+        if missing := sorted(set(range(size)) - ranks):
+            return f"{kind}_world_size_{size}_rank_{missing[0]}.pt is missing"
+    hf = actor / "huggingface"
+    index = hf / "model.safetensors.index.json"
+    try:
+        named = set(json.loads(index.read_text())["weight_map"].values()) if index.exists() else set()
+    except (OSError, ValueError, KeyError):
+        return f"{index.name} cannot be read"
+    for name in sorted(named - {path.name for path in hf.glob("*.safetensors")}):
+        return f"huggingface/{name} is missing"
+    for path in sorted(hf.glob("*.safetensors")):
+        if not whole_safetensors(path):
+            return f"huggingface/{path.name} is cut short"
+    return None
+
+
+def complete_steps(job_dir: str | os.PathLike, up_to: int | None = None) -> list[int]:
+    """The steps of the complete checkpoints in `job_dir` (up to `up_to`), newest first."""
+    job_dir = Path(job_dir)
+    steps = sorted((int(match[1]) for path in job_dir.glob("global_step_*")
+                    if (match := STEP_FOLDER.fullmatch(path.name))), reverse=True)
+    return [step for step in steps if (up_to is None or step <= up_to)
+            and missing_part(job_dir / f"global_step_{step}") is None]
+
+
+def fall_back(job_dir: str | os.PathLike) -> str:
+    """Before a launch: if the checkpoint the tracker names is missing or incomplete, set it aside and point the
+    tracker at the newest complete checkpoint before it (with none, remove the tracker: the trainer starts from the
+    model). Returns the one line that says so, or "" when the named checkpoint is complete or there is none."""
+    job_dir = Path(job_dir)
+    named = tracker_step(job_dir)
+    if not named:
+        return ""
+    folder = job_dir / f"global_step_{named}"
+    problem = missing_part(folder) if folder.is_dir() else f"{folder.name} is missing"
+    if problem is None:
+        return ""
+    said = f"resuming: the checkpoint of step {named} is incomplete ({problem})"
+    if folder.is_dir():
+        aside = job_dir / f"{SET_ASIDE}{folder.name}"
+        shutil.rmtree(aside, ignore_errors=True)  # from an earlier fall-back: the newer one is kept
+        os.replace(folder, aside)
+        said += f" and is kept as {aside.name}"
+    earlier = complete_steps(job_dir, up_to=named - 1)
+    if not earlier:
+        (job_dir / TRACKER).unlink(missing_ok=True)
+        return f"{said}; no complete checkpoint before it, so the trainer starts again from the model"
+    with atomic_paths(job_dir / TRACKER) as (tmp,):
+        tmp.write_text(str(earlier[0]))
+    return f"{said}; going on from step {earlier[0]}, the newest complete checkpoint"
 
 
 @contextlib.contextmanager

@@ -33,12 +33,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
+from rftkit.checkpoints import STEP_FOLDER, TRACKER, fall_back, tracker_step
 from rftkit.files import atomic_paths
 from rftkit.trainer.import_patch import patch_on_import, source_has
 from rftkit.inputs import InputError
 
 STATE_MANAGER = "trinity.manager.state_manager"  # written against Trinity-RFT 0.6.0
-TRACKER = "latest_checkpointed_iteration.txt"  # verl's pointer to the last complete checkpoint
 
 
 def write_json(path: str | os.PathLike, data) -> None:
@@ -64,14 +64,6 @@ def trainer_checkpoint(job_dir: str | os.PathLike) -> int:
         raise InputError(f"{Path(job_dir) / TRACKER} does not hold a step number (a kill while it was written?); "
                          f"write into it the N of the newest complete global_step_N folder beside it") from None
     return int(folder.rsplit("global_step_", 1)[-1]) if folder else 0
-
-
-def tracker_step(job_dir: str | os.PathLike) -> int | None:
-    """The step verl's checkpoint pointer names now; None while there is none or it is being written."""
-    try:
-        return int((Path(job_dir) / TRACKER).read_text())
-    except (OSError, ValueError):
-        return None
 
 
 SAVE_QUIET_S = 20  # seconds without a changed file after which a checkpoint folder is no longer being written
@@ -106,14 +98,18 @@ def wait_for_save(job_dir: str | os.PathLike, quiet_s: float = SAVE_QUIET_S, lim
 
 
 def _keep_snapshots(explorer_state: Path, step: int, state: dict) -> None:
-    """Keep this step's state, and drop the copies of steps before the trainer's last checkpoint."""
+    """Keep this step's state, and drop the copies of steps before the checkpoint before the trainer's last: a
+    relaunch that finds the last one incomplete goes back to that one (rftkit.checkpoints.fall_back)."""
     write_json(snapshot_path(explorer_state, step), state)
     saved = tracker_step(explorer_state.parent)
     if saved is None:  # no checkpoint yet, or one being written: keep everything
         return
+    earlier = [int(match[1]) for folder in explorer_state.parent.glob("global_step_*")
+               if (match := STEP_FOLDER.fullmatch(folder.name)) and int(match[1]) < saved]
+    floor = max(earlier, default=saved)
     for old in explorer_state.parent.glob(f"{explorer_state.stem}.step_*.json"):
         old_step = old.stem.rsplit("step_", 1)[-1]
-        if old_step.isdigit() and int(old_step) < saved:
+        if old_step.isdigit() and int(old_step) < floor:
             old.unlink(missing_ok=True)
 
 
@@ -152,12 +148,21 @@ class ResumePoint:
 def rewind(job_dir: str | os.PathLike, explorer_name: str = "explorer") -> ResumePoint:
     """Before a launch: put the explorer back to the trainer's checkpoint when it is ahead of it.
 
+    First, a checkpoint the tracker names that is incomplete is set aside for the one before it
+    (`rftkit.checkpoints.fall_back`); the message then has that line first.
+
     The explorer's newer state stays beside the rest as its `step_<E>` copy. Without a copy of
     step T (the run was not written with `worker_setup`, or the explorer never synced at step T),
     nothing is rewound, and the message says what that costs.
     """
     job_dir = Path(job_dir)
     state_file = job_dir / f"{explorer_name}_meta.json"
+    fell_back = fall_back(job_dir) if job_dir.is_dir() else ""
+    point = _rewind(job_dir, state_file)
+    return ResumePoint(point.trainer_step, point.explorer_step, "\n".join(filter(None, [fell_back, point.message])))
+
+
+def _rewind(job_dir: Path, state_file: Path) -> ResumePoint:
     trainer_step = trainer_checkpoint(job_dir) if job_dir.is_dir() else 0
     try:
         explorer_step = int(json.loads(state_file.read_text()).get("latest_iteration", 0))

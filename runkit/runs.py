@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rftkit.run_state import TRACKER, tracker_step  # the one reader of verl's checkpoint pointer
+from rftkit.checkpoints import TRACKER, complete_steps, tracker_step
 
 
 def job_dir(checkpoints: Path) -> Path | None:
@@ -15,16 +15,13 @@ def job_dir(checkpoints: Path) -> Path | None:
 
 
 def last_checkpoint(checkpoints: Path) -> Path:
-    """The HF weights of the run's last completed save.
-
-    Trinity writes latest_checkpointed_iteration.txt only after a save has finished, so a run
-    interrupted mid-save still names a complete one; without that file, the highest step."""
-    for tracker in checkpoints.glob(f"*/*/{TRACKER}"):
-        weights = tracker.parent / f"global_step_{tracker_step(tracker.parent)}" / "actor" / "huggingface"
-        if weights.is_dir():
-            return weights
-    found = sorted(checkpoints.glob("*/*/global_step_*/actor/huggingface"),
-                   key=lambda p: int(p.parent.parent.name.removeprefix("global_step_")))
-    if not found:
-        raise SystemExit(f"error: no global_step_*/actor/huggingface below {checkpoints}")
-    return found[-1]
+    """The HF weights of the run's newest complete save (rftkit.checkpoints.missing_part): at or before the step
+    latest_checkpointed_iteration.txt names, which moves once a save has finished; without that file, any step.
+    A run stopped in the middle of re-saving the named step, with its HF weights, leaves that step torn."""
+    for job in sorted({tracker.parent for tracker in checkpoints.glob(f"*/*/{TRACKER}")}
+                      | {step.parent for step in checkpoints.glob("*/*/global_step_*")}):
+        for step in complete_steps(job, up_to=tracker_step(job)):
+            weights = job / f"global_step_{step}" / "actor" / "huggingface"
+            if weights.is_dir():
+                return weights
+    raise SystemExit(f"error: no complete global_step_*/actor/huggingface below {checkpoints}")

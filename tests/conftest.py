@@ -74,6 +74,24 @@ def write_scalars(run: Path, side: str, series: dict[str, list[tuple]]) -> None:
     writer.close()
 
 
+def write_checkpoint(folder: Path, world_size: int = 1, hf_weights: bool = False) -> Path:
+    """A checkpoint folder laid out as verl 0.8 saves one (tiny tensors): each rank's model, optimizer and
+    extra-state archives in actor/, the HF config folder, and with `hf_weights` its safetensors. Returns actor/."""
+    import torch
+    from safetensors.torch import save_file
+
+    actor = folder / "actor"
+    (actor / "huggingface").mkdir(parents=True, exist_ok=True)
+    for rank in range(world_size):
+        for kind in ("model", "optim", "extra_state"):
+            shard = actor / f"{kind}_world_size_{world_size}_rank_{rank}.pt"
+            torch.save({"rank": rank, "w": torch.arange(64.0)}, shard)
+    (actor / "huggingface" / "config.json").write_text("{}")
+    if hf_weights:
+        save_file({"w": torch.arange(64.0)}, str(actor / "huggingface" / "model.safetensors"))
+    return actor
+
+
 def write_model(folder, seed, init_range=0.02, nudge_from=None):
     """A small random Llama (vocabulary above every probe token id); or, with nudge_from, that
     model's weights plus noise of std `init_range`: an update of that size."""

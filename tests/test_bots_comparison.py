@@ -11,7 +11,7 @@ import pytest
 
 from experiments import bots_comparison as comparison
 
-from conftest import REPO, write_scalars
+from conftest import REPO, write_checkpoint, write_scalars
 
 
 @pytest.fixture
@@ -203,7 +203,7 @@ def test_the_whole_script_runs_both_selectors_with_a_fixture_server_and_recorded
         launched.append(command)
         selector = log_file.parent.name
         run = log_file.parent / "checkpoints" / "AgentScope-MathBOTS" / f"math-{selector}"
-        (run / "global_step_2" / "actor" / "huggingface").mkdir(parents=True)
+        write_checkpoint(run / "global_step_2", hf_weights=True)
         (run / "log").mkdir()
         (run / "latest_checkpointed_iteration.txt").write_text("2")
         effective = 0.25 if selector == "random" else 0.5

@@ -7,12 +7,14 @@ save) and its checkpoint coordinator; the methods under test are Trinity's, patc
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 from types import SimpleNamespace
 
 import pytest
 
+from conftest import write_checkpoint
 from rftkit import checkpoints
 
 
@@ -133,3 +135,44 @@ def test_ctrl_c_during_a_save_waits_for_it_and_a_stale_folder_does_not_hold_it_u
     assert run_state.wait_for_save(tmp_path, quiet_s=5, poll_s=0.05) == 5
     assert 0.5 < time.monotonic() - started < 5
     writer.join()
+
+
+def test_a_checkpoint_is_complete_only_with_every_rank_and_every_file_whole(tmp_path):
+    folder = tmp_path / "global_step_5"
+    actor = write_checkpoint(folder, world_size=2, hf_weights=True)
+    assert checkpoints.missing_part(folder) is None
+    assert checkpoints.missing_part(tmp_path / "global_step_9") == f"{tmp_path / 'global_step_9' / 'actor'} is missing"
+
+    weights = actor / "huggingface" / "model.safetensors"
+    whole = weights.read_bytes()
+    weights.write_bytes(whole[:-1])  # the HF weights, rewritten in place by the save after the loop, cut short
+    assert checkpoints.missing_part(folder) == "huggingface/model.safetensors is cut short"
+    weights.write_bytes(whole)
+    index = actor / "huggingface" / "model.safetensors.index.json"
+    index.write_text(json.dumps({"weight_map": {"w": "model-00002-of-00002.safetensors"}}))
+    assert checkpoints.missing_part(folder) == "huggingface/model-00002-of-00002.safetensors is missing"
+    index.unlink()
+
+    shard = actor / "optim_world_size_2_rank_1.pt"
+    data = shard.read_bytes()
+    for torn in (data[:len(data) // 2], b""):  # a kill mid-write; a kill right after the truncation
+        shard.write_bytes(torn)
+        assert checkpoints.missing_part(folder) == "optim_world_size_2_rank_1.pt is cut short"
+    shard.unlink()
+    assert checkpoints.missing_part(folder) == "optim_world_size_2_rank_1.pt is missing"
+    for path in actor.glob("*.pt"):
+        path.unlink()
+    assert checkpoints.missing_part(folder) == "no model shard"
+
+
+def test_the_fall_back_leaves_a_complete_named_checkpoint_alone(tmp_path):
+    assert checkpoints.fall_back(tmp_path) == ""  # no tracker: a fresh run
+    for step in (2, 4):
+        write_checkpoint(tmp_path / f"global_step_{step}")
+    (tmp_path / checkpoints.TRACKER).write_text("4")
+    assert checkpoints.fall_back(tmp_path) == ""
+    assert checkpoints.complete_steps(tmp_path) == [4, 2] and checkpoints.tracker_step(tmp_path) == 4
+    (tmp_path / checkpoints.TRACKER).write_text("6")  # names a folder that is gone
+    assert checkpoints.fall_back(tmp_path) == ("resuming: the checkpoint of step 6 is incomplete (global_step_6 is "
+                                               "missing); going on from step 4, the newest complete checkpoint")
+    assert checkpoints.tracker_step(tmp_path) == 4 and not list(tmp_path.glob(".*.tmp"))

@@ -14,7 +14,7 @@ from runkit.runs import last_checkpoint
 from runkit.serving import hf_from_gguf, model_folder
 from runkit.steps import Step
 
-from conftest import REPO, copy_sample_data, dry_run, write_scalars
+from conftest import REPO, copy_sample_data, dry_run, write_checkpoint, write_scalars
 
 
 def test_a_gguf_becomes_an_hf_model_that_transformers_loads_and_chats_with(tmp_path):
@@ -63,19 +63,31 @@ def test_a_timed_launch_keeps_recent_checkpoints_with_hf_weights(sample_work, tm
     assert "every 10 steps" in train_dry_run(args, tmp_path, sample_work)
 
 
-def test_the_last_checkpoint_is_the_highest_step(tmp_path):
+def test_the_last_checkpoint_is_the_highest_complete_step(tmp_path):
     for step in (9, 10, 2):
-        (tmp_path / "P" / "run" / f"global_step_{step}" / "actor" / "huggingface").mkdir(parents=True)
+        write_checkpoint(tmp_path / "P" / "run" / f"global_step_{step}", hf_weights=True)
+    (tmp_path / "P" / "run" / "global_step_11" / "actor" / "huggingface").mkdir(parents=True)  # no shards
     assert last_checkpoint(tmp_path).parent.parent.name == "global_step_10"
-    with pytest.raises(SystemExit, match="no global_step"):
+    with pytest.raises(SystemExit, match="no complete global_step"):
         last_checkpoint(tmp_path / "empty")
 
 
 def test_the_last_checkpoint_is_the_last_completed_save_when_trinity_names_one(tmp_path):
     """Interrupted mid-save, global_step_20 exists but is incomplete; the tracker still names 10."""
     for step in (10, 20):
-        (tmp_path / "P" / "run" / f"global_step_{step}" / "actor" / "huggingface").mkdir(parents=True)
+        write_checkpoint(tmp_path / "P" / "run" / f"global_step_{step}", hf_weights=True)
     (tmp_path / "P" / "run" / "latest_checkpointed_iteration.txt").write_text("10")
+    assert last_checkpoint(tmp_path).parent.parent.name == "global_step_10"
+
+
+def test_the_last_checkpoint_skips_one_whose_hf_weights_were_cut_short(tmp_path):
+    """Stopped while the save after the loop rewrote the named step's HF weights: the step before it is served."""
+    run = tmp_path / "P" / "run"
+    for step in (10, 20):
+        write_checkpoint(run / f"global_step_{step}", hf_weights=True)
+    (run / "latest_checkpointed_iteration.txt").write_text("20")
+    weights = run / "global_step_20" / "actor" / "huggingface" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-10])
     assert last_checkpoint(tmp_path).parent.parent.name == "global_step_10"
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import io
 import json
 import logging
 import os
@@ -22,12 +23,19 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import torch
 
 from rftkit import checkpoints, run_state
 from test_resume import TOTAL_STEPS, bots_run, explore_step, state_manager  # noqa: F401 (fixtures)
 
 SAVE_EVERY = 2  # trainer steps between checkpoints
-MODEL = "actor/model.json"  # the stand-in trainer's weights: the explore steps it trained on, and their tasks
+# the stand-in trainer's weights, a torch.save archive as verl's shards are: the explore steps it trained on, and
+# their tasks
+MODEL = "actor/model_world_size_1_rank_0.pt"
+
+
+def trained_on(folder: Path) -> list:
+    return torch.load(folder / MODEL)
 
 
 class Killed(BaseException):
@@ -80,7 +88,7 @@ def launch(config, trinity, writes: Writes, monkeypatch, saved: list[int] | None
     job = Path(config.checkpoint_job_dir)
     run_state.rewind(job)  # what the launcher does before tune()
     step = run_state.trainer_checkpoint(job)
-    trained = json.loads((job / f"global_step_{step}" / MODEL).read_text()) if step else []
+    trained = trained_on(job / f"global_step_{step}") if step else []
     assert [s for s, _ in trained] == list(range(1, step + 1)), "the checkpoint loaded is complete"
 
     state = trinity.StateManager(path=str(job), explorer_name=config.explorer.name)
@@ -99,12 +107,14 @@ def launch(config, trinity, writes: Writes, monkeypatch, saved: list[int] | None
             if step % SAVE_EVERY == 0 or step == TOTAL_STEPS:
                 folder = job / f"global_step_{step}"
                 (folder / MODEL).parent.mkdir(parents=True, exist_ok=True)
-                text = json.dumps(trained)
-                with open(folder / MODEL, "w") as shard:  # in place, in parts, as a shard is written
-                    shard.write(text[:len(text) // 2])
+                archive = io.BytesIO()
+                torch.save(trained, archive)
+                data = archive.getvalue()
+                with open(folder / MODEL, "wb") as shard:  # in place, in parts, as a shard is written
+                    shard.write(data[:len(data) // 2])
                     shard.flush()
                     writes.tick()
-                    shard.write(text[len(text) // 2:])
+                    shard.write(data[len(data) // 2:])
                 writes.tick()
                 trainer._retain_checkpoints(str(folder))
                 monitor.update_latest_checkpoint_step(step)
@@ -118,7 +128,7 @@ def launch(config, trinity, writes: Writes, monkeypatch, saved: list[int] | None
 
 def final_state(job: Path) -> tuple[list, list]:
     """(what the last checkpoint trained on, the explorer's saved selector state)."""
-    trained = json.loads((job / f"global_step_{TOTAL_STEPS}" / MODEL).read_text())
+    trained = trained_on(job / f"global_step_{TOTAL_STEPS}")
     return trained, json.loads((job / "explorer_meta.json").read_text())["taskset_states"]
 
 

@@ -17,7 +17,7 @@ from rftkit.overrides import load_yaml, resolve_config, write_yaml
 from rftkit.trinity_config import build_trinity_config
 from rftkit.inputs import InputError
 
-from conftest import REPO
+from conftest import REPO, write_checkpoint
 from test_math_training_path import gsm8k_rows
 
 TOTAL_STEPS, BATCH = 8, 4
@@ -91,7 +91,7 @@ def explore(config, StateManager, stop_after=None):
 
 def trainer_saved(job_dir, step):
     """What verl leaves after a complete save of `step`: its folder, then the pointer to it."""
-    (job_dir / f"global_step_{step}").mkdir(parents=True)
+    write_checkpoint(job_dir / f"global_step_{step}")
     (job_dir / run_state.TRACKER).write_text(str(step))
 
 
@@ -119,6 +119,47 @@ def test_a_killed_bots_run_resumes_from_the_trainer_checkpoint(bots_run, state_m
     assert all(np.array_equal(a, b) for a, b in zip(posteriors, reference_posteriors))
     assert json.loads((job / "explorer_meta.step_6.json").read_text())["latest_iteration"] == 6, \
         "the abandoned state is kept beside the others"
+
+
+def test_a_relaunch_that_finds_the_named_checkpoint_torn_goes_on_from_the_one_before(bots_run, state_manager,
+                                                                                       tmp_path):
+    """Killed while the step the tracker names was being written again (the save after the trainer's loop): its
+    model shard is cut short. The relaunch sets it aside, loads step 2, and ends where an unkilled run ends."""
+    job = tmp_path / "ckpt" / bots_run.project / bots_run.name
+    whole = copy.deepcopy(bots_run)
+    whole.checkpoint_job_dir = str(tmp_path / "uninterrupted")
+    _, reference, reference_posteriors = explore(whole, state_manager)
+
+    explore(bots_run, state_manager, stop_after=6)
+    trainer_saved(job, 2)
+    trainer_saved(job, 4)
+    shard = job / "global_step_4" / "actor" / "model_world_size_1_rank_0.pt"
+    shard.write_bytes(shard.read_bytes()[:100])
+    point = run_state.rewind(job)
+    assert (point.trainer_step, point.explorer_step) == (2, 2)
+    fell_back, rewound = point.message.split("\n")
+    assert fell_back == ("resuming: the checkpoint of step 4 is incomplete (model_world_size_1_rank_0.pt is cut "
+                         "short) and is kept as incomplete_global_step_4; going on from step 2, the newest complete "
+                         "checkpoint")
+    assert "goes back from step 6 to step 2" in rewound
+    assert run_state.tracker_step(job) == 2 and not (job / "global_step_4").exists()
+
+    _, resumed, posteriors = explore(bots_run, state_manager)
+    assert sorted(resumed) == [3, 4, 5, 6, 7, 8]
+    assert resumed == {step: reference[step] for step in resumed}, "the same tasks as the uninterrupted run"
+    assert all(np.array_equal(a, b) for a, b in zip(posteriors, reference_posteriors))
+    assert run_state.rewind(job).message.count("\n") == 0, "set aside once: the next relaunch finds step 2 whole"
+
+
+def test_a_torn_first_checkpoint_starts_the_trainer_again(tmp_path):
+    trainer_saved(tmp_path, 3)
+    (tmp_path / "global_step_3" / "actor" / "optim_world_size_1_rank_0.pt").write_bytes(b"")  # killed once truncated
+    point = run_state.rewind(tmp_path)
+    assert point == run_state.ResumePoint(0, 0, point.message)
+    assert point.message == ("resuming: the checkpoint of step 3 is incomplete (optim_world_size_1_rank_0.pt is "
+                             "cut short) and is kept as incomplete_global_step_3; no complete checkpoint before it, "
+                             "so the trainer starts again from the model")
+    assert not (tmp_path / run_state.TRACKER).exists()
 
 
 def test_without_the_rewind_the_explorer_would_skip_the_lost_steps(bots_run, state_manager, tmp_path):
@@ -163,6 +204,12 @@ def test_old_explorer_states_go_once_the_trainer_has_saved_past_them(state_manag
     manager.save_explorer(12, [])
     assert sorted(p.name for p in tmp_path.glob("explorer_meta.step_*.json")) == [
         "explorer_meta.step_12.json", "explorer_meta.step_8.json"]
+    manager.save_explorer(16, [])
+    trainer_saved(tmp_path, 16)
+    manager.save_explorer(20, [])  # step 8's copy stays: a relaunch that finds step 16 torn goes back to it
+    assert sorted(p.name for p in tmp_path.glob("explorer_meta.step_*.json")) == [
+        "explorer_meta.step_12.json", "explorer_meta.step_16.json", "explorer_meta.step_20.json",
+        "explorer_meta.step_8.json"]
 
 
 def test_rewind_says_what_it_cannot_do(tmp_path):
