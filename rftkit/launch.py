@@ -18,7 +18,7 @@ live in a room of their own. A launch goes:
 5. otherwise: refuse at once without a CUDA GPU, validate as in 4,
    check that the configured attention implementation can
    be loaded (`rftkit.trainer.attention`), put an explorer that got ahead of the
-   trainer's last checkpoint back to it when the run resumes (`rftkit.run_state`),
+   trainer's last checkpoint back to it when the run resumes (`rftkit.resume.run_state`),
    make sure a Ray cluster is running (start
    a local head if not, and stop it afterwards) and connect to it as Trinity
    would, plus a per-worker setup hook (`rftkit.cluster`); print the start-up phases as they end,
@@ -26,7 +26,7 @@ live in a room of their own. A launch goes:
    ends the run on the first fatal error in its logs, and decide success from
    what the run reached, not from tune()'s status alone (`rftkit.supervise`);
    Ctrl-C ends the run with exit code 130, naming the last complete checkpoint; during a
-   checkpoint save it first waits for the save to finish (`rftkit.run_state.wait_for_save`).
+   checkpoint save it first waits for the save to finish (`rftkit.resume.run_state.wait_for_save`).
 
 Bad input (a YAML, a key, a model or data path) ends the program with an
 `rftkit.inputs.InputError` before anything is written or started.
@@ -42,7 +42,8 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from rftkit import cluster, run_state, startup, supervise
+from rftkit import cluster, startup, supervise
+from rftkit.resume import run_state
 from rftkit.example import load
 from rftkit.trainer import attention
 from rftkit.inputs import InputError

@@ -138,6 +138,7 @@ SERIAL_GROUPS = {
 }
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the groups from these markers
 def pytest_collection_modifyitems(items):
     for item in items:
         for group, files in SERIAL_GROUPS.items():

@@ -166,7 +166,7 @@ def safe_checkpoints(module: ModuleType) -> None:
          source_has(trainer._retain_checkpoints, "self._saved_checkpoint_paths")),
     ] if not ok]
     if moved:
-        raise RuntimeError(f"rftkit.checkpoints: {VERL_TRAINER} has moved since Trinity-RFT 0.6.0 "
+        raise RuntimeError(f"rftkit.resume.checkpoints: {VERL_TRAINER} has moved since Trinity-RFT 0.6.0 "
                            f"({'; '.join(moved)}); these patches must be checked against it")
     if getattr(trainer.save_checkpoint, "skips_saved_steps", False):
         return

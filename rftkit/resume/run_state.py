@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-from rftkit.checkpoints import STEP_FOLDER, TRACKER, fall_back, tracker_step
+from rftkit.resume.checkpoints import STEP_FOLDER, TRACKER, fall_back, tracker_step
 from rftkit.files import atomic_paths
 from rftkit.trainer.import_patch import patch_on_import, source_has
 from rftkit.inputs import InputError
@@ -99,7 +99,7 @@ def wait_for_save(job_dir: str | os.PathLike, quiet_s: float = SAVE_QUIET_S, lim
 
 def _keep_snapshots(explorer_state: Path, step: int, state: dict) -> None:
     """Keep this step's state, and drop the copies of steps before the checkpoint before the trainer's last: a
-    relaunch that finds the last one incomplete goes back to that one (rftkit.checkpoints.fall_back)."""
+    relaunch that finds the last one incomplete goes back to that one (rftkit.resume.checkpoints.fall_back)."""
     write_json(snapshot_path(explorer_state, step), state)
     saved = tracker_step(explorer_state.parent)
     if saved is None:  # no checkpoint yet, or one being written: keep everything
@@ -118,7 +118,7 @@ def safe_state_files(module: ModuleType) -> None:
     manager = module.StateManager
     if not (source_has(manager.save_explorer, 'open(self.explorer_state_path, "w"')
             and source_has(manager.save_trainer, 'open(self.trainer_state_path, "w"')):
-        raise RuntimeError("rftkit.run_state: trinity.manager.state_manager.StateManager no longer writes its "
+        raise RuntimeError("rftkit.resume.run_state: trinity.manager.state_manager.StateManager no longer writes its "
                            "state files as Trinity-RFT 0.6.0 did; this patch must be checked against it")
 
     def save_explorer(self, current_step: int, taskset_states: list) -> None:
@@ -149,7 +149,7 @@ def rewind(job_dir: str | os.PathLike, explorer_name: str = "explorer") -> Resum
     """Before a launch: put the explorer back to the trainer's checkpoint when it is ahead of it.
 
     First, a checkpoint the tracker names that is incomplete is set aside for the one before it
-    (`rftkit.checkpoints.fall_back`); the message then has that line first.
+    (`rftkit.resume.checkpoints.fall_back`); the message then has that line first.
 
     The explorer's newer state stays beside the rest as its `step_<E>` copy. Without a copy of
     step T (the run was not written with `worker_setup`, or the explorer never synced at step T),
