@@ -7,6 +7,8 @@ cluster.py         the run sized to the GPUs, and the Ray it runs on
 trinity_config.py  Trinity's validation of the config, its plugins, the dry run's summary
 supervise.py       watching a running tune() and deciding whether it finished
 startup.py         the start-up timeline: each phase's end, printed and kept in the run's folder
+run_state.py       Trinity's state files made safe to resume from after a kill
+checkpoints.py     checkpoints a kill cannot leave half-written where a relaunch would load them
 workers.py         Ray's worker setup hook: which patches a run's workers get
 inputs.py, files.py, cli.py  bad input as a message, whole-file writes, help with defaults
 example.py         the Example an example folder describes itself with
@@ -14,5 +16,4 @@ example.py         the Example an example folder describes itself with
 trainer/           patches to verl and Trinity-RFT applied in the Ray workers
 reports/           evaluating a model and reporting on runs
 trinity_plugins/   Trinity plugins, imported by name in the launcher and in every Ray worker
-resume/            checkpoints and state files that a kill cannot leave unusable, and the relaunch from them
 """

@@ -1,32 +1,12 @@
 """Launching an example's training run with agentscope.tuner.tune(), shared by both main.py files.
 
-This file holds the flags and the launch itself, which reads top to bottom; each step's details
-live in a room of their own. A launch goes:
-
-1. read the example's YAML as Trinity does (`${oc.env:...}` resolved), point its tasksets at the
-   data flags' folders, apply the command-line overrides (a `--set` key that Trinity's config has
-   no place for is refused first, with the nearest keys it has: `rftkit.trinity_config`), make
-   relative paths absolute (Ray workers do not share our working directory): `rftkit.overrides`;
-2. size the run to the GPUs: cluster shape, the config's rollout engines where they leave the
-   trainer a GPU (else half the GPUs), a sequence-parallel size the trainer's GPUs hold; on a
-   single GPU, one engine and the trainer share it (Trinity's `colocate` mode,
-   `rftkit.trainer.colocate`): `rftkit.cluster`, which lists what it changed;
-3. check the data splits the config names (missing or bad data stops a dry run too);
-4. `--dry-run`: convert the config exactly as tune() does (agentscope's conversion, then
-   Trinity's `check_and_update`) and print a summary with what step 2 changed: no Ray, no GPU, and
-   none of Trinity's NO GPU DETECTED banner (`rftkit.trinity_config`);
-5. otherwise: refuse at once without a CUDA GPU, validate as in 4,
-   check that the configured attention implementation can
-   be loaded (`rftkit.trainer.attention`), put an explorer that got ahead of the
-   trainer's last checkpoint back to it when the run resumes (`rftkit.resume.run_state`),
-   make sure a Ray cluster is running (start
-   a local head if not, and stop it afterwards) and connect to it as Trinity
-   would, plus a per-worker setup hook (`rftkit.cluster`); print the start-up phases as they end,
-   and keep them in the run's folder (`rftkit.startup`); call tune() under a watchdog that
-   ends the run on the first fatal error in its logs, and decide success from
-   what the run reached, not from tune()'s status alone (`rftkit.supervise`);
-   Ctrl-C ends the run with exit code 130, naming the last complete checkpoint; during a
-   checkpoint save it first waits for the save to finish (`rftkit.resume.run_state.wait_for_save`).
+The flags, and the launch itself, which reads top to bottom: the YAML with the flags' overrides and
+absolute paths (`rftkit.overrides`), sized to the GPUs (`rftkit.cluster`, which names what it
+changed), its data checked; a dry run validates as tune() will and prints a summary
+(`rftkit.trinity_config`). A run then resumes from complete state (`rftkit.run_state`), joins or
+starts Ray with a setup hook for every worker, prints its start-up phases (`rftkit.startup`), and
+runs tune() under a watchdog that ends it on the first fatal error and judges success from what
+the run reached (`rftkit.supervise`). Ctrl-C exits 130, naming the last complete checkpoint.
 
 Bad input (a YAML, a key, a model or data path) ends the program with an
 `rftkit.inputs.InputError` before anything is written or started.
@@ -42,8 +22,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from rftkit import cluster, startup, supervise
-from rftkit.resume import run_state
+from rftkit import cluster, run_state, startup, supervise
 from rftkit.example import load
 from rftkit.trainer import attention
 from rftkit.inputs import InputError

@@ -1,19 +1,11 @@
 """Watching a tune() run, and deciding whether it finished.
 
-Trinity-RFT 0.6 does not end a run when one side fails. Its Explorer and Trainer
-catch an exception in their main loops, log it and return normally, so:
-
-* an Explorer that failed leaves the Trainer waiting for experiences (up to the
-  buffer's read timeout, 30 minutes by default) while the launcher waits for
-  the Trainer (up to `synchronizer.sync_timeout`, 2 hours in the FrozenLake configs);
-* a Trainer that failed at step 1 ends the run, and tune()'s status says success.
-
-So the launcher reads what the run itself records. `Watchdog` follows the
-actors' log files (Trinity writes one per actor under `<checkpoint job dir>/log`)
-for the lines Trinity logs when a main loop dies, and then kills the Explorer
-and Trainer actors so that tune() returns at once. `outcome` then compares the
-steps the Trainer saved (Trinity's own state files) with the steps the run was
-meant to reach.
+Trinity-RFT 0.6's Explorer and Trainer catch an exception in their main loops, log it and return
+normally: a failed Explorer leaves the Trainer waiting for up to 30 minutes, and a Trainer that failed
+at step 1 ends the run with tune() reporting success. So `Watchdog` follows the actors' log files
+(`<checkpoint job dir>/log`) for the lines Trinity logs when a main loop dies, and kills the Explorer
+and Trainer actors so that tune() returns at once; `outcome` compares the steps the Trainer saved
+with the steps the run was meant to reach.
 """
 
 from __future__ import annotations
@@ -101,14 +93,8 @@ def _trainer_finished_at(log_dir: Path, since: dict[Path, int] | None = None) ->
 
 def first_fatal_error(log_dir: str | os.PathLike, since: dict[Path, int] | None = None) -> FatalError | None:
     """The earliest fatal error in any actor log under `log_dir`, or None; with `since` (`log_sizes`
-    at the launch), only in what the logs gained after it.
-
-    An Explorer error logged once the Trainer has finished is not one: when the
-    Trainer reaches `trainer.total_steps` first, Trinity's launcher shuts the
-    Explorer's experience pipeline down under its running step, which then fails
-    with "Experience pipeline is not initialized". If the Trainer
-    finished because it failed, its own error comes first.
-    """
+    at the launch), only in what the logs gained after it. An Explorer error logged once the Trainer has
+    finished is not one: Trinity then shuts the experience pipeline down under the running step."""
     log_dir = Path(log_dir)
     found = [error for log in sorted(log_dir.rglob("*.log")) if (error := _fatal_in(log, since))]
     finished = _trainer_finished_at(log_dir, since)
@@ -129,12 +115,8 @@ def kill_trinity_actors(trinity_config) -> None:
 
 
 class Watchdog(threading.Thread):
-    """Polls the run's logs; on the first fatal error, reports it and ends the run.
-
-    `stop_run` is called once on that error (by default: kill the Trinity
-    actors, after which tune() returns). If the run has still not returned
-    `grace` seconds later, `give_up` is called (the launcher stops Ray and exits).
-    """
+    """Polls the run's logs; on the first fatal error, reports it and calls `stop_run` (by default: kill the
+    Trinity actors, so that tune() returns). `give_up` follows if the run has not returned `grace` s later."""
 
     def __init__(self, log_dir: str | os.PathLike, stop_run: Callable[[], None],
                  give_up: Callable[[FatalError], None], interval: float = 5.0, grace: float = 90.0,

@@ -55,12 +55,8 @@ TRAINER_MODULE = "trinity.trainer.trainer"  # is_verl_legacy(), as of Trinity-RF
 
 
 def verl_version_from_metadata(trainer_module: ModuleType) -> None:
-    """Make Trinity's `is_verl_legacy()` read verl's version from the installed package's metadata.
-
-    Trinity's validator asks it which trainer config to build, and it imports verl to read
-    `verl.__version__`: that loads torch's compiler through tensordict, seconds of every dry run, in
-    a process that never trains. The answer is the same.
-    """
+    """Make Trinity's `is_verl_legacy()` read verl's version from the package's metadata: the same answer,
+    without importing verl (and torch's compiler through tensordict), seconds of every dry run."""
     original = trainer_module.is_verl_legacy
     if getattr(original, "_rftkit_patched", False):
         return
@@ -95,13 +91,8 @@ class DropNoGpuBanner(logging.Filter):
 
 @contextlib.contextmanager
 def no_gpu_banner(validator=None):
-    """While this runs, Trinity's GPU memory check (`validator`, by default the one check_and_update()
-    runs) does not log its NO GPU DETECTED banner; its other messages, and the other validators', show.
-
-    Without CUDA, Trinity-RFT 0.6.0's check logs the banner as an error and skips its estimate of the
-    trainer's GPU memory. A dry run on a machine without GPUs expects that, and there the banner reads
-    as a failure. Fails if the check no longer logs the banner as in 0.6.0, which this was written against.
-    """
+    """While this runs, Trinity-RFT 0.6.0's GPU memory check (`validator`) does not log its NO GPU DETECTED
+    banner, an error that a dry run without GPUs expects; all else shows. Fails if the check has moved."""
     if validator is None:
         from trinity.common.config_validator import GPUMemoryValidator, validators
 

@@ -3,8 +3,7 @@ imports Trinity, verl or vLLM. Each patch is applied when its module is imported
 
 from __future__ import annotations
 
-from rftkit import startup, trinity_plugins
-from rftkit.resume import checkpoints, run_state
+from rftkit import checkpoints, run_state, startup, trinity_plugins
 from rftkit.trainer import attention, colocate, concurrent_start, ref_model
 
 
@@ -12,7 +11,7 @@ def setup() -> None:
     """Every run: the project's Trinity plugins (rftkit.trinity_plugins), verl's trainer without
     flash-attn (rftkit.trainer.attention), the reference model's weights on the GPU
     (rftkit.trainer.ref_model), state files that a killed run can be resumed from
-    (rftkit.resume.run_state), checkpoints that a kill cannot tear (rftkit.resume.checkpoints), the
+    (rftkit.run_state), checkpoints that a kill cannot tear (rftkit.checkpoints), the
     start-up phases each worker ends marked in the launch's timeline (rftkit.startup), and, when
     asked for, the trainer's workers started beside the rollout engine (rftkit.trainer.concurrent_start)."""
     trinity_plugins.worker_setup()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rftkit.resume.checkpoints import TRACKER, complete_steps, tracker_step
+from rftkit.checkpoints import TRACKER, complete_steps, tracker_step
 
 
 def job_dir(checkpoints: Path) -> Path | None:
@@ -15,7 +15,7 @@ def job_dir(checkpoints: Path) -> Path | None:
 
 
 def last_checkpoint(checkpoints: Path) -> Path:
-    """The HF weights of the run's newest complete save (rftkit.resume.checkpoints.missing_part): at or before the step
+    """The HF weights of the run's newest complete save (rftkit.checkpoints.missing_part): at or before the step
     latest_checkpointed_iteration.txt names, which moves once a save has finished; without that file, any step.
     A run stopped in the middle of re-saving the named step, with its HF weights, leaves that step torn."""
     for job in sorted({tracker.parent for tracker in checkpoints.glob(f"*/*/{TRACKER}")}

@@ -1,4 +1,4 @@
-"""rftkit.resume.checkpoints on Trinity-RFT 0.6.0's own CheckpointMonitor and VERLTrainer: the pointer files
+"""rftkit.checkpoints on Trinity-RFT 0.6.0's own CheckpointMonitor and VERLTrainer: the pointer files
 written whole, no second save into a complete checkpoint, and the checkpoint the tracker names never deleted.
 
 The trainer's save is driven with stand-ins for its Ray worker group (which records what it was asked to
@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import pytest
 
 from conftest import write_checkpoint
-from rftkit.resume import checkpoints
+from rftkit import checkpoints
 
 
 @pytest.fixture(scope="session")
@@ -108,7 +108,7 @@ def test_ctrl_c_during_a_save_waits_for_it_and_a_stale_folder_does_not_hold_it_u
     import threading
     import time
 
-    from rftkit.resume import run_state
+    from rftkit import run_state
 
     tracker = tmp_path / "latest_checkpointed_iteration.txt"
     tracker.write_text("3")

@@ -181,8 +181,8 @@ def test_the_whole_script_runs_with_a_fixture_server_and_a_recorded_run(tmp_path
             return real_run(command, log_file, **kw)
         assert "--attn" not in command and kw["timeout"] == 0.5 * 60  # the launcher's own choice of attention
         run = record_run(tmp_path / "out")
-        for step in (10, 20):  # 20 was being written when the run was stopped
-            (run / f"global_step_{step}" / "actor" / "huggingface").mkdir(parents=True)
+        write_checkpoint(run / "global_step_10", hf_weights=True)
+        (run / "global_step_20" / "actor" / "huggingface").mkdir(parents=True)  # being written when it was stopped
         (run / "latest_checkpointed_iteration.txt").write_text("10")
         return Step(130, 30.0, interrupted=True)
 

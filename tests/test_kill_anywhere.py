@@ -4,7 +4,7 @@ posteriors, every step trained once).
 
 The run is config_difficulty.yaml on CPU, as tests/test_resume.py drives it, with Trinity-RFT's own task
 scheduler, BOTS selector and StateManager, and its own CheckpointMonitor and checkpoint retention, each patched
-as a launch patches them (rftkit.resume.run_state, rftkit.resume.checkpoints). The trainer is a stand-in that
+as a launch patches them (rftkit.run_state, rftkit.checkpoints). The trainer is a stand-in that
 records which explore steps it trained on, and writes that record into each checkpoint in two parts, in place,
 as verl writes its shards. Every write of the run is a kill point: each rename (before and after it), each
 checkpoint part, each deletion of an old checkpoint. The test kills the run at every one of them in turn.
@@ -25,7 +25,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from rftkit.resume import checkpoints, run_state
+from rftkit import checkpoints, run_state
 from test_resume import TOTAL_STEPS, bots_run, explore_step, state_manager  # noqa: F401 (fixtures)
 
 SAVE_EVERY = 2  # trainer steps between checkpoints

@@ -1,4 +1,4 @@
-"""A killed run resumes from the trainer's checkpoint (rftkit.resume.run_state), with Trinity's own state files and task
+"""A killed run resumes from the trainer's checkpoint (rftkit.run_state), with Trinity's own state files and task
 scheduler: the explorer's steps and the BOTS selector's posteriors go back to that checkpoint and go on as an
 uninterrupted run would have, and the launcher reads only what the resumed launch logs (rftkit.supervise)."""
 
@@ -12,8 +12,7 @@ import pytest
 
 from math_bots.judge import gsm8k_judge
 from math_bots.workflow import run_react_agent
-from rftkit import cluster, supervise
-from rftkit.resume import run_state
+from rftkit import cluster, run_state, supervise
 from rftkit.overrides import load_yaml, resolve_config, write_yaml
 from rftkit.trinity_config import build_trinity_config
 from rftkit.inputs import InputError

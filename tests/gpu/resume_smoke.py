@@ -13,7 +13,7 @@ checks read only what it added to the run's logs:
 * it exits 0 and says "training finished: S step(s)"; the last checkpoint is step S, with HF weights,
   and there is none beyond S;
 * the trainer loaded its checkpoint at step T and trained steps T+1..S, once each;
-* the explorer went on from the trainer's checkpoint (`rftkit.resume.run_state.rewind`), each explore step
+* the explorer went on from the trainer's checkpoint (`rftkit.run_state.rewind`), each explore step
   once, from step T+1;
 * the task selector's posteriors were restored, not started fresh: the resumed explorer printed the
   digest of the posteriors it loaded, and it is the digest of the state saved at step T.
@@ -41,7 +41,7 @@ from rftkit.example import REPO  # the checkout's root
 def launch_until_saved(command: list[str], checkpoints: Path, step: int, log: Path, timeout: float) -> bool:
     """Start the launch; kill it (SIGKILL, whole group) once the trainer's checkpoint pointer reaches `step`.
     False if the launch ended first or the time ran out."""
-    from rftkit.resume.run_state import tracker_step
+    from rftkit.run_state import tracker_step
 
     def saved() -> bool:
         job = job_dir(checkpoints)
@@ -53,8 +53,8 @@ def launch_until_saved(command: list[str], checkpoints: Path, step: int, log: Pa
 
 def saved_state(job: Path) -> dict:
     """What the killed run left: the trainer's checkpoint T, the explorer's step E, and the explorer's
-    saved selector states by step (its current one and the per-step copies of rftkit.resume.run_state)."""
-    from rftkit.resume import run_state
+    saved selector states by step (its current one and the per-step copies of rftkit.run_state)."""
+    from rftkit import run_state
     from rftkit.trinity_plugins.resumable_bots import posterior_digest
 
     digests = {}
@@ -81,7 +81,7 @@ def check_resume(killed: dict, relaunch_log: str, logs: str, job: Path, steps: i
     from rftkit.trinity_plugins.resumable_bots import RESTORED
 
     t, e = killed["trainer_step"], killed["explorer_step"]
-    # rftkit.resume.run_state.rewind takes an explorer that is ahead back to step T (it keeps a copy of each
+    # rftkit.run_state.rewind takes an explorer that is ahead back to step T (it keeps a copy of each
     # step's state); one that is behind (several trainer steps per explore step) goes on from its own step.
     start = t if e >= t else e
     trained = [int(n) for n in re.findall(r"Training at step (\d+) finished\.", logs)]

@@ -1,24 +1,15 @@
 """Resuming a run that was stopped, even by a kill: Trinity-RFT's state files, made safe to resume from.
 
-Running the same command again resumes a run (Trinity's `continue_from_checkpoint`, on by
-default): the trainer from its last checkpoint, `global_step_T`, which
-`latest_checkpointed_iteration.txt` names and `trainer.save_interval` spaces; the explorer from
-`explorer_meta.json`, its step E and the task selector's state, which it rewrites at every weight
-sync. Trinity-RFT 0.6.0 takes the two as it finds them, so after a kill:
+Running the same command again resumes a run: the trainer from the checkpoint
+`latest_checkpointed_iteration.txt` names (step T), the explorer from `explorer_meta.json` (its step
+E and the task selector's state). Trinity-RFT 0.6.0 takes both as it finds them, so after a kill the
+explorer is usually ahead (E > T: experiences no saved model learned from), and a kill during the
+in-place rewrite of `explorer_meta.json` restarts the explorer at step 0 with fresh posteriors.
 
-* the explorer is usually ahead (E > T). Its steps T+1..E made experiences that no saved model
-  learned from, and a workflow that trains one step per explore step (math) ends E - T steps short;
-* `explorer_meta.json` is rewritten in place, megabytes of posteriors for a large taskset. A kill
-  during the write leaves a truncated file, which Trinity reads as no state at all: the explorer
-  starts again at step 0 with fresh posteriors, while the trainer continues from T.
-
-`worker_setup` (in every Ray worker of a launch) patches Trinity's StateManager so that each state
-file is written whole or not at all (a temporary file renamed over the old one), and so that each
-explorer state is also kept as `explorer_meta.step_<E>.json` until the trainer has saved past step
-E. Before a launch, `rewind` hands the explorer the copy of step T, so both sides continue from the
-trainer's checkpoint: the work since the checkpoint is what a kill loses, and it is redone with the
-same tasks (the selector draws from its seed and position). For workflows that make several
-trainer steps per explore step (FrozenLake), the trainer is usually ahead and nothing is rewound.
+`worker_setup` patches Trinity's StateManager so that each state file is written whole, and each
+explorer state is also kept as `explorer_meta.step_<E>.json`. Before a launch, `rewind` hands the
+explorer the copy of step T, so both sides go on from the trainer's checkpoint and redo the lost
+steps with the same tasks (the selector draws from its seed and position).
 """
 
 from __future__ import annotations
@@ -33,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-from rftkit.resume.checkpoints import STEP_FOLDER, TRACKER, fall_back, tracker_step
+from rftkit.checkpoints import STEP_FOLDER, TRACKER, fall_back, tracker_step
 from rftkit.files import atomic_paths
 from rftkit.trainer.import_patch import patch_on_import, source_has
 from rftkit.inputs import InputError
@@ -99,7 +90,7 @@ def wait_for_save(job_dir: str | os.PathLike, quiet_s: float = SAVE_QUIET_S, lim
 
 def _keep_snapshots(explorer_state: Path, step: int, state: dict) -> None:
     """Keep this step's state, and drop the copies of steps before the checkpoint before the trainer's last: a
-    relaunch that finds the last one incomplete goes back to that one (rftkit.resume.checkpoints.fall_back)."""
+    relaunch that finds the last one incomplete goes back to that one (rftkit.checkpoints.fall_back)."""
     write_json(snapshot_path(explorer_state, step), state)
     saved = tracker_step(explorer_state.parent)
     if saved is None:  # no checkpoint yet, or one being written: keep everything
@@ -118,7 +109,7 @@ def safe_state_files(module: ModuleType) -> None:
     manager = module.StateManager
     if not (source_has(manager.save_explorer, 'open(self.explorer_state_path, "w"')
             and source_has(manager.save_trainer, 'open(self.trainer_state_path, "w"')):
-        raise RuntimeError("rftkit.resume.run_state: trinity.manager.state_manager.StateManager no longer writes its "
+        raise RuntimeError("rftkit.run_state: trinity.manager.state_manager.StateManager no longer writes its "
                            "state files as Trinity-RFT 0.6.0 did; this patch must be checked against it")
 
     def save_explorer(self, current_step: int, taskset_states: list) -> None:
@@ -149,7 +140,7 @@ def rewind(job_dir: str | os.PathLike, explorer_name: str = "explorer") -> Resum
     """Before a launch: put the explorer back to the trainer's checkpoint when it is ahead of it.
 
     First, a checkpoint the tracker names that is incomplete is set aside for the one before it
-    (`rftkit.resume.checkpoints.fall_back`); the message then has that line first.
+    (`rftkit.checkpoints.fall_back`); the message then has that line first.
 
     The explorer's newer state stays beside the rest as its `step_<E>` copy. Without a copy of
     step T (the run was not written with `worker_setup`, or the explorer never synced at step T),

@@ -1,26 +1,14 @@
 """Checkpoints that a kill cannot leave half-written where a relaunch would load them.
 
-verl's tracker, `latest_checkpointed_iteration.txt`, names the checkpoint a relaunch loads;
-Trinity-RFT 0.6.0's CheckpointMonitor moves it once every file of a save is written. Three
-things could still leave the tracker pointing at something incomplete (docs/run-files.md):
+verl's tracker, `latest_checkpointed_iteration.txt`, names the checkpoint a relaunch loads. In
+Trinity-RFT 0.6.0 a kill could still leave it naming something incomplete (docs/run-files.md): the
+tracker is rewritten in place; the trainer's save after its loop rewrites the named checkpoint in
+place; and the oldest checkpoint is deleted before the tracker has moved on. `worker_setup` patches
+all three in the trainer's process: the pointer files are written whole, a save into a complete
+named checkpoint is skipped, and the named checkpoint is never deleted.
 
-* the tracker itself, and its state-dict twin, are rewritten in place: a kill between the
-  truncation and the write leaves an empty file, and the relaunch stops;
-* the trainer saves once more after its loop, into the step the tracker already names, and
-  rewrites that checkpoint's files in place;
-* with `max_checkpoints_to_keep`, the oldest checkpoint is deleted as soon as the new one is
-  registered, before the tracker has moved: a kill then leaves the tracker naming a folder that
-  is gone, or partly gone.
-
-`worker_setup` patches each, in the trainer's process: the two pointer files are written whole
-(a temporary file renamed over the old one); a save into the step the tracker names is skipped
-when that checkpoint already holds what the save would write; and no checkpoint that the tracker
-names is deleted, so the previous one stays until the new one is complete (one more checkpoint
-on disk for the length of a save).
-
-Before a launch, `fall_back` checks the checkpoint the tracker names (`missing_part`: every
-rank's shards, each a whole archive; whole HF weights). If it is incomplete, it is moved aside as
-`incomplete_global_step_N` and the tracker names the newest complete one before it.
+Before a launch, `fall_back` checks the named checkpoint (`missing_part`) and, if it is incomplete,
+sets it aside as `incomplete_global_step_N` for the newest complete one before it.
 """
 
 from __future__ import annotations
@@ -166,7 +154,7 @@ def safe_checkpoints(module: ModuleType) -> None:
          source_has(trainer._retain_checkpoints, "self._saved_checkpoint_paths")),
     ] if not ok]
     if moved:
-        raise RuntimeError(f"rftkit.resume.checkpoints: {VERL_TRAINER} has moved since Trinity-RFT 0.6.0 "
+        raise RuntimeError(f"rftkit.checkpoints: {VERL_TRAINER} has moved since Trinity-RFT 0.6.0 "
                            f"({'; '.join(moved)}); these patches must be checked against it")
     if getattr(trainer.save_checkpoint, "skips_saved_steps", False):
         return
