@@ -71,10 +71,10 @@ else
 fi
 
 # 4. Bytecode for every module, written once here. Every process of a run (vLLM's three, each workflow runner, each
-# trainer worker) imports vLLM, torch and transformers; from source that costs it about 11 s more (one H200 machine,
-# 2026-12-03). Python would write these files on first import itself, but not where PYTHONDONTWRITEBYTECODE is set,
-# as in many container images: then every process compiles from source again. The base's torch is compiled too
-# where it is writable. Exit status ignored: some packages ship files that are not meant to compile (templates).
+# trainer worker) imports vLLM, torch and transformers, about 11 s more each from source (docs/gpu.md, Start-up).
+# Python writes these files on first import itself, but not where PYTHONDONTWRITEBYTECODE is set, as in many
+# container images. The base's torch is compiled too where it is writable. Exit status ignored: some packages ship
+# files that are not meant to compile (templates).
 site="${target:-$("$python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')}"
 base="$("$python" -c 'import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))')"
 folders=("$site")
