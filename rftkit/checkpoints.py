@@ -78,21 +78,24 @@ def missing_part(folder: str | os.PathLike) -> str | None:
         named = set(json.loads(index.read_text())["weight_map"].values()) if index.exists() else set()
     except (OSError, ValueError, KeyError):
         return f"{index.name} cannot be read"
-    for name in sorted(named - {path.name for path in hf.glob("*.safetensors")}):
-        return f"huggingface/{name} is missing"
+    if absent := sorted(named - {path.name for path in hf.glob("*.safetensors")}):
+        return f"huggingface/{absent[0]} is missing"
     for path in sorted(hf.glob("*.safetensors")):
         if not whole_safetensors(path):
             return f"huggingface/{path.name} is cut short"
     return None
 
 
+def saved_steps(job_dir: str | os.PathLike) -> list[int]:
+    """The N of every `global_step_N` folder in `job_dir`, complete or not, newest first."""
+    return sorted((int(match[1]) for path in Path(job_dir).glob("global_step_*")
+                   if (match := STEP_FOLDER.fullmatch(path.name))), reverse=True)
+
+
 def complete_steps(job_dir: str | os.PathLike, up_to: int | None = None) -> list[int]:
     """The steps of the complete checkpoints in `job_dir` (up to `up_to`), newest first."""
-    job_dir = Path(job_dir)
-    steps = sorted((int(match[1]) for path in job_dir.glob("global_step_*")
-                    if (match := STEP_FOLDER.fullmatch(path.name))), reverse=True)
-    return [step for step in steps if (up_to is None or step <= up_to)
-            and missing_part(job_dir / f"global_step_{step}") is None]
+    return [step for step in saved_steps(job_dir) if (up_to is None or step <= up_to)
+            and missing_part(Path(job_dir) / f"global_step_{step}") is None]
 
 
 def fall_back(job_dir: str | os.PathLike) -> str:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-from rftkit.checkpoints import STEP_FOLDER, TRACKER, fall_back, tracker_step
+from rftkit.checkpoints import TRACKER, fall_back, saved_steps, tracker_step
 from rftkit.files import atomic_paths
 from rftkit.trainer.import_patch import patch_on_import, source_has
 from rftkit.inputs import InputError
@@ -64,11 +64,9 @@ def saving_step(job_dir: str | os.PathLike, quiet_s: float = SAVE_QUIET_S) -> in
     """The step of a checkpoint being written now: a `global_step_N` past the tracker's step with a file
     changed in the last `quiet_s` seconds (a folder left by an earlier kill stays still). None if none."""
     named = tracker_step(job_dir) or 0
-    steps = {int(number): folder for folder in Path(job_dir).glob("global_step_*")
-             if (number := folder.name.removeprefix("global_step_")).isdigit()}
     now = time.time()
-    for step in sorted((step for step in steps if step > named), reverse=True):
-        folder = steps[step]
+    for step in (step for step in saved_steps(job_dir) if step > named):
+        folder = Path(job_dir) / f"global_step_{step}"
         changed = max((f.stat().st_mtime for f in folder.rglob("*") if f.is_file()), default=folder.stat().st_mtime)
         if now - changed < quiet_s:
             return step
@@ -95,9 +93,7 @@ def _keep_snapshots(explorer_state: Path, step: int, state: dict) -> None:
     saved = tracker_step(explorer_state.parent)
     if saved is None:  # no checkpoint yet, or one being written: keep everything
         return
-    earlier = [int(match[1]) for folder in explorer_state.parent.glob("global_step_*")
-               if (match := STEP_FOLDER.fullmatch(folder.name)) and int(match[1]) < saved]
-    floor = max(earlier, default=saved)
+    floor = max((step for step in saved_steps(explorer_state.parent) if step < saved), default=saved)
     for old in explorer_state.parent.glob(f"{explorer_state.stem}.step_*.json"):
         old_step = old.stem.rsplit("step_", 1)[-1]
         if old_step.isdigit() and int(old_step) < floor:
