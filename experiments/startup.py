@@ -2,11 +2,13 @@
 
     python -m experiments.startup MODEL --out OUT --data DIR [--minutes 9] \\
         --variant default --variant overlap=RFTKIT_CONCURRENT_START=1 \\
-        --variant at-once=explorer.runner_prepare_concurrency=64
+        --variant seq64=explorer.runner_per_model=64,explorer.concurrent_mode=sequential,\\
+explorer.max_repeat_times_per_runner=1
 
 MODEL is a Hugging Face model folder, or a GGUF file, which transformers turns into one (in
-<out>/model, once). Each variant is `frozenlake/main.py` with the learning run's settings (8 maps
-of 16 rollouts a step, 64 workflow runners, no evaluation, no checkpoints) plus its own values
+<out>/model, once). Each variant is `frozenlake/main.py` with the learning run's sizes (8 maps
+of 16 rollouts a step, no evaluation, no checkpoints; the config's runners: 16, 4 episodes each at
+once, so 64 at a time) plus its own values
 (NAME=KEY=VALUE,KEY=VALUE): a dotted key is a config value (`--set`), an UPPER_CASE one an
 environment variable of the launch. Each is stopped --minutes after its launch as Ctrl-C would.
 The variants run in the order given, on the same machine, so their figures compare; each starts
@@ -40,8 +42,8 @@ from runkit.runs import job_dir
 from runkit.serving import model_folder
 from runkit.steps import log, run_step
 
-# The learning run's rollout settings (experiments/frozenlake_learning): what start-up is measured for.
-SETTINGS = {"buffer.batch_size": 8, "algorithm.repeat_times": 16, "explorer.runner_per_model": 64,
+# The learning run's sizes (experiments/frozenlake_learning): what start-up is measured for.
+SETTINGS = {"buffer.batch_size": 8, "algorithm.repeat_times": 16,
             "explorer.eval_on_startup": False, "explorer.eval_interval": 10 ** 6,
             "trainer.save_interval": 10 ** 6, "buffer.train_batch_size": 256}
 FIRST_MINUTES = 5  # episodes finished this long after the launch: what a faster start buys

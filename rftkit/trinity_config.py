@@ -248,7 +248,10 @@ def summarize(config, attention_reason: str = "") -> str:
         # without padding removal every row is padded to the micro-batch's longest: more than the budget
         + ("" if config.trainer.use_remove_padding else ", each row padded to the micro-batch's longest"),
         f"rollout         openai api {rollout.enable_openai_api}, history {rollout.enable_history}, "
-        f"tool parser {rollout.tool_call_parser}, runners/engine {config.explorer.runner_per_model}",
+        f"tool parser {rollout.tool_call_parser}, runners/engine {config.explorer.runner_per_model}"
+        + (f", each playing up to {config.explorer.max_repeat_times_per_runner or config.algorithm.repeat_times}"
+           " episodes at once"
+           if config.explorer.concurrent_mode == "asynchronous" else ", one episode at a time each"),
         f"sync            {config.synchronizer.sync_method.value}, every {config.synchronizer.sync_interval} step(s)",
         f"checkpoints     {config.checkpoint_job_dir}, every {config.trainer.save_interval} steps",
         f"monitor         {config.monitor.monitor_type}",

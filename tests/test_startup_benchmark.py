@@ -69,10 +69,14 @@ def test_a_variants_launch_passes_trinitys_checker_with_its_settings_last(sample
     data = sample_work / "data" / "frozenlake"
     command = launch_command(FROZENLAKE, model=Path("Qwen/Qwen2.5-0.5B-Instruct"), checkpoints=tmp_path / "ckpt",
                              data={"train": data, "eval": data}, settings=bench.SETTINGS,
-                             extra=["explorer.runner_prepare_concurrency=64", "explorer.runner_per_model=32"])
+                             extra=["explorer.runner_prepare_concurrency=64", "explorer.runner_per_model=6"])
     out = dry_run(command, gpus=1)
-    assert "runners/engine 32" in out  # the variant's value wins over the benchmark's 64
+    assert "runners/engine 6, each playing up to 4 episodes at once" in out  # the variant's value wins
     assert "group 16, batch 8 tasks" in out
+    command = launch_command(FROZENLAKE, model=Path("Qwen/Qwen2.5-0.5B-Instruct"), checkpoints=tmp_path / "ckpt",
+                             data={"train": data, "eval": data}, settings=bench.SETTINGS)
+    # the config's 16 asynchronous runners, which Trinity's checker caps at the 8 maps of a step on one engine
+    assert "runners/engine 8, each playing up to 4 episodes at once" in dry_run(command, gpus=1)
 
 
 def test_a_variant_gets_cold_caches_of_its_own_and_its_environment(tmp_path, monkeypatch):

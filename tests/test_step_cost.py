@@ -25,10 +25,10 @@ def test_the_real_scale_launch_passes_trinitys_checker(example, expected, sample
 def test_extra_settings_come_last_so_they_win(sample_work, tmp_path):
     copy_sample_data(sample_work, tmp_path / "work")
     command = step_cost.command("frozenlake", tmp_path / "model", tmp_path / "work", tmp_path / "ckpt", 2, 256,
-                                ("explorer.runner_per_model=64",))
-    assert command[-1] == "--set=explorer.runner_per_model=64"
+                                ("explorer.runner_per_model=24",))
+    assert command[-1] == "--set=explorer.runner_per_model=24"
     (tmp_path / "model").mkdir()
-    assert "runners/engine 64" in dry_run(command)
+    assert "runners/engine 24" in dry_run(command)
 
 
 def test_the_summary_counts_explore_steps_leaves_out_the_first_and_estimates_a_full_run(tmp_path):

@@ -139,7 +139,9 @@ def test_frozenlake_configs_keep_what_upstreams_main_py_passed_in_code(name, tmp
     assert config.explorer.rollout_model.reasoning_parser is None
     assert (config.explorer.rollout_model.engine_num, config.cluster.trainer_gpu_num) == (6, 2)
     assert (config.trainer.save_interval, config.explorer.eval_interval) == (100, 100)
-    assert config.explorer.max_repeat_times_per_runner == 1  # ours: a map's rollouts spread over the runners
+    # ours: 16 runners (upstream's count) each play 4 of a map's rollouts at once, and start together
+    assert (config.explorer.concurrent_mode, config.explorer.max_repeat_times_per_runner,
+            config.explorer.runner_prepare_concurrency) == ("asynchronous", 4, 16)
 
 
 def test_the_episode_budgets_are_upstreams_ten_moves_on_maps_solvable_in_eight():
