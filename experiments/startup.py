@@ -2,8 +2,7 @@
 
     python -m experiments.startup MODEL --out OUT --data DIR [--minutes 9] \\
         --variant default --variant overlap=RFTKIT_CONCURRENT_START=1 \\
-        --variant seq64=explorer.runner_per_model=64,explorer.concurrent_mode=sequential,\\
-explorer.max_repeat_times_per_runner=1
+        --variant sequential=explorer.concurrent_mode=sequential,explorer.max_repeat_times_per_runner=1
 
 MODEL is a Hugging Face model folder, or a GGUF file, which transformers turns into one (in
 <out>/model, once). Each variant is `frozenlake/main.py` with the learning run's sizes (8 maps
