@@ -10,7 +10,7 @@ import pytest
 from rftkit.trinity_plugins.resumable_bots import RESTORED, posterior_digest
 from tests.gpu import resume_smoke
 
-from conftest import REPO
+from conftest import REPO, write_checkpoint
 from test_gpu_smoke import needs_gpus
 
 STEPS = 6
@@ -56,5 +56,88 @@ def test_each_check_catches_its_failure(tmp_path, change, caught):
 def test_gpu_a_killed_bots_run_resumes(tmp_path):
     result = subprocess.run([sys.executable, "-m", "tests.gpu.resume_smoke", "--out", str(tmp_path)], cwd=REPO,
                             timeout=3600)
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert result.returncode == 0, [check for check in summary["checks"] if not check["ok"]]
+
+
+def test_a_relaunch_killed_again_is_checked_as_far_as_it_got(tmp_path):
+    """tests/gpu/kill_anywhere.py: a killed relaunch trained 4 and 5 of 6 and was killed; nothing after is asked."""
+    for step in (3, 4, 5):
+        (tmp_path / f"global_step_{step}" / "actor" / "huggingface").mkdir(parents=True)
+    logs = "\n".join([f"INFO ... Load from checkpoint folder: {tmp_path}/global_step_3",
+                      *(f"INFO ... Training at step {n} finished." for n in (4, 5)),
+                      *(f"INFO ... Explore step {n} started." for n in (4, 5, 6))])
+    relaunch = "\n".join(["resuming from the trainer's checkpoint at step 3: ...",
+                          f"(Explorer pid=1) {RESTORED} the posteriors of 2 tasks at index 12 "
+                          f"(digest {KILLED['digests'][3]})"])
+    checks = resume_smoke.check_resume(KILLED, relaunch, logs, tmp_path, STEPS, None, killed_again=True)
+    assert failed(checks) == [] and not any("exits 0" in check.name for check in checks)
+    skipped = resume_smoke.check_resume(KILLED, relaunch, logs.replace("step 4 finished", "step 2 finished"),
+                                        tmp_path, STEPS, None, killed_again=True)
+    assert failed(skipped) == ["the trainer trained steps 4-5 once each"]
+
+
+def kill_test_job(tmp_path):
+    job = tmp_path / "checkpoints" / "AgentScope" / "run"
+    (job / "log").mkdir(parents=True)
+    return job
+
+
+def test_the_kill_during_a_save_waits_for_a_folder_past_the_first_checkpoint(tmp_path):
+    from rftkit.checkpoints import TRACKER
+    from tests.gpu.kill_anywhere import kill_moment
+
+    job = kill_test_job(tmp_path)
+    now = kill_moment(tmp_path / "checkpoints", during_save=True, delay=0)
+    write_checkpoint(job / "global_step_1")  # the first save, under way: too early for "after a checkpoint"
+    assert not now()
+    (job / TRACKER).write_text("1")
+    assert not now()  # saved, and no save under way
+    (job / "global_step_2" / "actor").mkdir(parents=True)
+    assert now()
+
+
+def test_a_random_kill_comes_its_delay_after_the_launch_has_trained_a_step(tmp_path, monkeypatch):
+    from rftkit.checkpoints import TRACKER
+    from tests.gpu import kill_anywhere
+
+    job = kill_test_job(tmp_path)
+    (job / TRACKER).write_text("2")  # where an earlier launch was killed
+    clock = [100.0]
+    monkeypatch.setattr(kill_anywhere.time, "monotonic", lambda: clock[0])
+    now = kill_anywhere.kill_moment(tmp_path / "checkpoints", during_save=False, delay=7.5)
+    clock[0] += 60
+    assert not now()  # nothing trained since this launch started
+    (job / TRACKER).write_text("3")
+    assert not now()
+    clock[0] += 7
+    assert not now()
+    clock[0] += 0.5
+    assert now()
+
+
+def test_the_relaunch_is_expected_at_the_newest_complete_checkpoint_the_tracker_allows(tmp_path):
+    from rftkit.checkpoints import TRACKER
+    from rftkit.trinity_plugins.resumable_bots import posterior_digest
+    from tests.gpu.kill_anywhere import state_at_kill
+
+    job = kill_test_job(tmp_path)
+    for step in (2, 3, 4):
+        write_checkpoint(job / f"global_step_{step}")
+    (job / "global_step_3" / "actor" / "optim_world_size_1_rank_0.pt").write_bytes(b"PK")  # torn
+    (job / TRACKER).write_text("3")
+    for step in (3, 4):
+        state = {"latest_iteration": step, "taskset_states": [{"alphas": [step, 1], "betas": [1, step]}]}
+        (job / f"explorer_meta.step_{step}.json").write_text(json.dumps(state))
+    (job / "explorer_meta.json").write_text(json.dumps(state))
+    killed = state_at_kill(job)
+    assert (killed["tracker"], killed["trainer_step"], killed["explorer_step"]) == (3, 2, 4)
+    assert killed["digests"] == {3: posterior_digest([3, 1], [1, 3]), 4: posterior_digest([4, 1], [1, 4])}
+
+
+@needs_gpus
+def test_gpu_a_bots_run_killed_five_times_ends_as_if_never_killed(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "tests.gpu.kill_anywhere", "--out", str(tmp_path)], cwd=REPO,
+                            timeout=3 * 3600)
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert result.returncode == 0, [check for check in summary["checks"] if not check["ok"]]

