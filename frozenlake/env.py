@@ -50,13 +50,20 @@ class FrozenLakeEnv:
     """One FrozenLake episode at a time; see the module docstring for the rules."""
 
     def __init__(self, max_steps: int = AGENT_MAX_STEPS, desc: list[str] | None = None, is_slippery: bool = False,
-                 size: int = 8, p: float = 0.8, seed: int = 42):
+                 size: int | None = None, p: float | None = None, seed: int | None = None):
+        """With `desc`, or any of size, p and seed (8, 0.8 and 42 where not given), the map is ready at once, as
+        in upstream's env; with none of them, `reset(task)` makes the first."""
         if max_steps < 1:
             raise ValueError(f"max_steps must be at least 1, got {max_steps}")
         self.max_steps = max_steps
         self.is_slippery = is_slippery
-        self.size, self.p, self.seed = size, p, seed
-        self._start(desc if desc is not None else generate_map(size, p, seed))
+        self.size = 8 if size is None else size
+        self.p = 0.8 if p is None else p
+        self.seed = 42 if seed is None else seed
+        self.map: list[str] = []
+        self.reason: str | None = None
+        if desc is not None or (size, p, seed) != (None, None, None):
+            self._start(desc if desc is not None else generate_map(self.size, self.p, self.seed))
 
     def _start(self, desc: list[str]) -> None:
         self.map = [str(row) for row in desc]
@@ -97,6 +104,8 @@ class FrozenLakeEnv:
 
     def step(self, action: Any) -> tuple[str, float, bool, dict]:
         """Apply one action; returns (observation, reward, done, info)."""
+        if not self.map:
+            raise RuntimeError("no map yet: call reset(task) before step()")
         if self.done:
             raise RuntimeError("the episode has ended; call reset() before step()")
         self.steps += 1

@@ -101,6 +101,19 @@ def test_shortest_path_reaches_goal_in_the_real_env():
         assert reward == 1.0 and info["reason"] == "goal"
 
 
+def test_an_env_made_without_a_map_draws_none_until_reset(monkeypatch):
+    from frozenlake import env as module
+
+    drawn = []
+    monkeypatch.setattr(module, "generate_map", lambda *args: drawn.append(args) or ["SF", "FG"])
+    env = FrozenLakeEnv(max_steps=8)
+    with pytest.raises(RuntimeError, match="call reset"):
+        env.step("Right")
+    assert drawn == []
+    env.reset({"seed": 7, "size": 2, "p": 0.9})
+    assert drawn == [(2, 0.9, 7)] and env.render() == "P _\n_ G"
+
+
 def test_bad_task_values_are_rejected_with_the_field_named():
     env = FrozenLakeEnv()
     with pytest.raises(ValueError, match="size"):
