@@ -1,18 +1,14 @@
 """Training on one GPU: Trinity-RFT's `colocate` mode, with the fix it needs to start in 0.6.0.
 
-On a single GPU Trinity runs its one vLLM engine and the FSDP trainer side by side on the
-same device: the engine is held to a quarter of the GPU's memory and is pointed at the GPU
-by `explorer.rollout_model.cuda_visible_devices`, and the weights reach it through Ray's
-object store after each step (sync method `memory`) instead of NCCL, cast to the engine's
-dtype before they leave the trainer and sent as byte views, not pickled (`rftkit.trainer.weight_sync`).
+Trinity runs its one vLLM engine beside the FSDP trainer on the same GPU: the engine is held to a
+quarter of the memory (`explorer.rollout_model.cuda_visible_devices` points it at the GPU), and
+the weights reach it through Ray's object store after each step (sync method `memory`,
+`rftkit.trainer.weight_sync`).
 
-Trinity-RFT 0.6.0 never gets that far. Its engine allocator asks Ray for a whole GPU for the
-engine (in a placement group), and the trainer's worker asks for the same, only, GPU: the
-second request waits forever and the run hangs before its first step (Trinity-RFT issue
-#602, fixed after 0.6.0). Before 0.6 the colocated engine asked Ray for no GPU, and that is
-what `worker_setup`, applied in every worker of a colocated run, restores: in every
-worker that imports the allocator, the engines it creates reserve CPUs only. It changes
-nothing else, and nothing where the allocator already asks for no GPU.
+In Trinity-RFT 0.6.0 the engine allocator asks Ray for a whole GPU for the engine while the
+trainer's worker holds the only one, so the run waits forever before its first step (Trinity-RFT
+issue #602, fixed after 0.6.0). `worker_setup`, applied in every worker of a colocated run, makes
+the engines the allocator creates reserve CPUs only, as before 0.6, and changes nothing else.
 """
 
 from __future__ import annotations

@@ -1,20 +1,17 @@
 """The trainer's workers start while the rollout engine starts, not before it.
 
 Trinity-RFT 0.6.0's launcher (`trinity.cli.launcher.both`, also used for `colocate`) waits for
-both actors' constructors before it asks the explorer to create its rollout engines. The
-explorer's constructor is quick; the trainer's builds verl's FSDP workers and loads the model
-(`VERLTrainer._init_workers`), over a minute. So the engine, the longest phase, started only
-after the trainer was done.
+both actors' constructors before it asks the explorer for its rollout engines, and the trainer's
+constructor builds verl's FSDP workers and loads the model (`VERLTrainer._init_workers`). So the
+engine, the longest phase, starts only once the trainer is done.
 
-`defer_worker_init` moves that work from the constructor to the start of `VERLTrainer.prepare`,
-which the launcher calls at the same moment as the explorer's `prepare`: the two overlap.
-Nothing between the two calls uses the workers (the actor's constructor only keeps the
-wrapper; `shutdown` only closes the monitor).
+`defer_worker_init` moves that work to the start of `VERLTrainer.prepare`, which the launcher
+calls at the same moment as the explorer's `prepare`: the two overlap. Nothing between the two
+calls uses the workers (the actor's constructor only keeps the wrapper; `shutdown` only closes
+the monitor).
 
-It is off unless RFTKIT_CONCURRENT_START=1: on the one-GPU machine both start-up paths are
-made of Python processes importing torch, verl and vLLM, and run side by side each went slower
-by more than the overlap saved (docs/results/2026-12-02-startup.md). `experiments/startup.py`
-measures it against Trinity's order.
+It is off unless RFTKIT_CONCURRENT_START=1: measured so far, the overlap's gain is within a
+launch's spread (docs/results/2026-12-03-startup-runners.md). `experiments/startup.py` measures it.
 """
 
 from __future__ import annotations

@@ -1,13 +1,12 @@
 """The reference model's weights kept on the GPU, unless the config offloads parameters.
 
 verl 0.8's FSDP engine gives every forward-only model (the reference policy) FSDP2's
-`CPUOffloadPolicy`: its weights live in pinned host memory and are copied to the GPU for every
-micro-batch, which doubles the reference log-prob pass of a 3B model
-(docs/results/2026-12-01-trainer-speed.md). The reference weights, in bf16, take an
-eighth of what the actor keeps on the GPU anyway (fp32 weights, gradients and Adam's two moments),
-so `keep_on_gpu` builds a forward-only model without that policy when its `param_offload` is off:
-Trinity sets it from `trainer.param_offload`, and `trainer.trainer_config.ref.fsdp_config.param_offload:
-true` asks for verl's placement for the reference model alone.
+`CPUOffloadPolicy`: its weights live in host memory and are copied to the GPU for every
+micro-batch, which is slow for a 3B model. In bf16 they take an eighth of what the actor keeps on
+the GPU anyway (fp32 weights, gradients and Adam's two moments), so `keep_on_gpu` builds a
+forward-only model without that policy when its `param_offload` is off. Trinity sets that from
+`trainer.param_offload`; `trainer.trainer_config.ref.fsdp_config.param_offload: true` asks for
+verl's placement for the reference model alone.
 """
 
 from __future__ import annotations

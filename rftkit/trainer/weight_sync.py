@@ -1,25 +1,18 @@
 """Colocated weight sync: in the engine's dtype, through Ray's object store without pickling.
 
-On one GPU Trinity syncs weights through Ray's object store (`synchronizer.sync_method:
-memory`): after a step the trainer gathers the full state dict to the CPU and hands it to the
-Synchronizer actor, from which the vLLM engine streams it tensor by tensor. The trainer's master
-weights are fp32, so for a 3B model that is 12 GB per copy, and the engine casts every tensor to
-its own dtype (bf16) on arrival anyway. Here the trainer casts on the GPU, before anything
-leaves it: the engine ends up with the same bf16 values (the same round-to-nearest cast, done
-earlier), and every copy on the way is half as large.
+On one GPU Trinity syncs weights through Ray's object store (`synchronizer.sync_method: memory`):
+after a step the trainer gathers the full state dict to the CPU and hands it to the Synchronizer
+actor, from which the vLLM engine streams it tensor by tensor, casting each to its own dtype.
 
-`use_engine_dtype` changes the one gather that Trinity's `fsdp_upload_state_dict` makes, in
-trainer processes (rftkit.trainer.colocate's worker setup), when the launcher has set `DTYPE_ENV` to the
-rollout engine's dtype. Integer and boolean buffers are left as they are.
-
-Ray pickles a torch tensor's bytes by default, which made most of a colocated sync's time
-(docs/results/2026-12-01-trainer-speed.md). A numpy array it writes to the
-object store directly, and a reader maps it without a copy. `send_uploads_as_views` and
-`synchronizer_sends_views` ship the tensors as byte views in the two places that send weights:
-the trainer's upload and the Synchronizer's hand-out to the engine. Ray's own switch for this
-(RAY_ENABLE_ZERO_COPY_TORCH_TENSORS) would apply to every tensor of every process of the run;
-here every other tensor keeps Ray's default, writable copy. The engine only reads what it gets:
-it copies each tensor onto the GPU.
+* `use_engine_dtype` casts on the trainer's GPU instead, in the one gather Trinity's
+  `fsdp_upload_state_dict` makes, when the launcher has set `DTYPE_ENV` to the engine's dtype: the
+  same values reach the engine, and every copy on the way is half the size of fp32. Integer and
+  boolean buffers are left as they are.
+* `send_uploads_as_views` and `synchronizer_sends_views` ship the tensors as numpy byte views,
+  which Ray writes to the object store directly and a reader maps without a copy, where a torch
+  tensor would be pickled. Only these two hand-overs change; Ray's own switch
+  (RAY_ENABLE_ZERO_COPY_TORCH_TENSORS) would apply to every tensor of the run. The engine only
+  reads what it gets: it copies each tensor onto the GPU.
 """
 
 from __future__ import annotations
