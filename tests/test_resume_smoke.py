@@ -93,8 +93,9 @@ def test_the_kill_during_a_save_waits_for_a_folder_past_the_first_checkpoint(tmp
     assert not now()
     (job / TRACKER).write_text("1")
     assert not now()  # saved, and no save under way
+    assert not now.fired
     (job / "global_step_2" / "actor").mkdir(parents=True)
-    assert now()
+    assert now() and now.fired
 
 
 def test_a_random_kill_comes_its_delay_after_the_launch_has_trained_a_step(tmp_path, monkeypatch):

@@ -43,14 +43,15 @@ from tests.gpu.smoke import Check
 
 def kill_moment(checkpoints: Path, during_save: bool, delay: float):
     """A `stop_when` for run_step: true once a checkpoint is being written (`during_save`), or `delay`
-    seconds after this launch's trainer has saved a step past the one it started from."""
+    seconds after this launch's trainer has saved a step past the one it started from. Its `fired` says
+    whether it was ever true (run_step also kills at its timeout)."""
     from rftkit.checkpoints import saved_steps, tracker_step
 
     job = job_dir(checkpoints)
     first = (tracker_step(job) or 0) if job else 0
     progressed_at: list[float] = []
 
-    def now() -> bool:
+    def due() -> bool:
         job = job_dir(checkpoints)
         if job is None:
             return False
@@ -61,6 +62,11 @@ def kill_moment(checkpoints: Path, during_save: bool, delay: float):
             progressed_at.append(time.monotonic())
         return bool(progressed_at) and time.monotonic() - progressed_at[0] >= delay
 
+    def now() -> bool:
+        now.fired = now.fired or due()
+        return now.fired
+
+    now.fired = False
     return now
 
 
@@ -113,10 +119,10 @@ def main(argv: list[str] | None = None) -> int:
         stop = None if last else kill_moment(checkpoints, during_save, delay)
         step = run_step(command, log, label=f"launch {launch}", timeout=args.timeout, stop_when=stop)
         job = job_dir(checkpoints)
-        killed_now = step.code is None and not last
+        killed_now = stop is not None and stop.fired
         if not last and not killed_now:
-            checks.append(Check(f"launch {launch} was killed before the run ended", False,
-                                f"exit code {step.code}, after {step.seconds:.0f} s"))
+            checks.append(Check(f"launch {launch} was killed at its moment, before the run ended", False,
+                                f"exit code {step.code} (None: killed at --timeout), after {step.seconds:.0f} s"))
             break
         if previous is not None:
             checks += [Check(f"launch {launch}: {c.name}", c.ok, c.detail) for c in check_resume(
