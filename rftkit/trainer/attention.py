@@ -1,28 +1,21 @@
 """The trainer's attention, with or without the flash-attn package, chosen at launch.
 
-Trinity-RFT 0.6's verl trainer loads the model with `attn_implementation="flash_attention_2"`
-unless the config says otherwise, and verl 0.8 takes its padding helpers from
-`flash_attn.bert_padding` and its log-probabilities from flash-attn's cross-entropy kernel when
-they import. flash-attn has no wheel for every torch and CUDA (none for vLLM 0.23's torch 2.11 +
-CUDA 13). The launcher's `--attn` picks one of:
+Trinity-RFT 0.6's verl trainer loads the model with `flash_attention_2` unless the config says
+otherwise, and verl 0.8 takes its padding helpers and its log-probabilities from flash-attn when
+it imports. flash-attn has no wheel for vLLM 0.23's torch 2.11 + CUDA 13. The launcher's `--attn`:
 
-* `flash_attention_2`: flash-attn's kernels, sequences packed without padding (as shipped upstream).
-* `varlen`: the same packing without flash-attn: PyTorch's own variable-length FlashAttention
-  kernels (`rftkit.trainer.packed_attention`), and log-probabilities in a few large kernels instead of
-  verl's row-by-row fallback (`rftkit.trainer.logprobs`).
-* `sdpa` / `eager`: padded micro-batches, no packing (the slow path, kept for comparison).
-* `auto`, the default: `flash_attention_2` when flash-attn imports here, else `varlen` when this
-  torch has `torch.nn.attention.varlen`, else `sdpa`. An attention set in the YAML is kept
-  unless `--attn` is given.
+* `flash_attention_2`: flash-attn's kernels on packed sequences (as shipped upstream);
+* `varlen`: the same packing on PyTorch's own variable-length kernels (`packed_attention`), with
+  log-probabilities in blocks (`logprobs`);
+* `sdpa` / `eager`: padded micro-batches (the slow path, kept for comparison);
+* `auto`, the default: the first of these that this machine can run. An attention set in the YAML
+  is kept unless `--attn` is given.
 
-`worker_setup`, Ray's `worker_process_setup_hook`, prepares every worker of a run: it registers
-the `varlen` attention with transformers, keeps the trainer's attention out of checkpoints'
-config.json (so they load anywhere, flash-attn or not), and, where flash-attn is absent, points verl at its
-pure-torch padding helpers (`verl/utils/npu_flash_attn_utils.py`) and at `rftkit.trainer.logprobs`. Each
-takes effect when the module it changes is imported, so workers that never load verl pay nothing.
-
-No module is ever installed under the name `flash_attn`: vLLM imports its rotary kernels as soon
-as a package of that name is found, and a stand-in breaks the engine.
+`worker_setup` (Ray's worker setup hook) registers `varlen` with transformers, keeps the
+attention out of checkpoints' config.json so that they load anywhere, and where flash-attn is
+absent points verl at its pure-torch padding helpers and at `logprobs`, each when the module it
+changes is imported. No module is installed under the name `flash_attn`: vLLM would take a
+stand-in for the real package and fail.
 """
 
 from __future__ import annotations

@@ -1,34 +1,19 @@
 """Padding-free attention for the trainer without the flash-attn package.
 
-With padding removal on (`trainer.use_remove_padding: true`), verl packs a micro-batch's
-sequences into one row of `total_tokens` and Trinity passes their boundaries to the model as
-`cu_seq_lens_q` / `max_length_q` (the same keyword arguments transformers' own flash-attn path
-reads). Plain sdpa ignores them, so packed sequences would attend across each other. This
-module registers an attention function, `NAME`, that keeps them apart:
+With padding removal on, verl packs a micro-batch's sequences into one row and Trinity passes
+their boundaries as `cu_seq_lens_q` / `max_length_q`, which plain sdpa ignores: packed sequences
+would attend across each other. The attention function registered here, `NAME`, keeps them
+apart: on CUDA with `torch.nn.attention.varlen.varlen_attn` (PyTorch's FlashAttention-2 kernels,
+torch >= 2.10), elsewhere with causal sdpa one sequence at a time, so the plumbing can be tested on
+a CPU. Key and value heads are repeated for grouped-query attention unless `varlen_attn` takes
+`enable_gqa`. The name must not contain "flash" (transformers would fetch a hub kernel). A padded
+batch has no boundaries to read and is refused.
 
-* on CUDA it calls PyTorch's own FlashAttention-2 kernels through
-  `torch.nn.attention.varlen.varlen_attn` (torch >= 2.10, forward and backward), causal within
-  each sequence;
-* elsewhere (CPU tests) it runs causal sdpa one sequence at a time, with the same inputs and
-  outputs, so the plumbing can be checked on any machine.
-
-Key and value heads are repeated to the query heads (grouped-query attention) unless this torch's
-`varlen_attn` takes `enable_gqa` (2.12 and later). The name must not contain "flash": transformers
-treats such names as hub kernels to download.
-
-Only packed input is accepted: a padded batch (several rows, or a padding mask) has no boundaries
-to read, and the function says so instead of mixing sequences.
-
-Under verl's Ulysses sequence parallelism (`trainer.ulysses_sequence_parallel_size` > 1) each rank
-of the group holds `total_tokens / sp` consecutive tokens of the row (Trinity pads the row to a
-multiple of sp and passes `cu_seq_lens_q` of the whole padded row). verl inserts its all-to-alls
-only into flash-attn's `_flash_attention_forward`, which this function never calls, so it does
-them itself with verl's autograd-aware helpers: key and value heads are repeated when there are
-fewer of them than ranks (as verl does), q, k and v go from all heads of the local tokens to
-heads / sp of the whole row, attention runs on the whole row's boundaries (`position_ids` are
-all-gathered when no `cu_seq_lens_q` is given), and the output goes back to all heads of the
-local tokens. verl's group can only be set through `verl.utils.ulysses`, so where that module was
-never imported (or verl is absent) sp is 1.
+Under Ulysses sequence parallelism each rank holds a slice of the packed row, and verl inserts its
+all-to-alls only into flash-attn's `_flash_attention_forward`, which this function never calls. So
+it makes them itself, with verl's autograd-aware helpers: all heads of the local tokens to a share
+of the heads over the whole row, attention on the whole row's boundaries, and back. The group
+comes from `verl.utils.ulysses`; where that was never imported, the group is 1.
 """
 
 from __future__ import annotations
