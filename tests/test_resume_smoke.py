@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from rftkit.trinity_plugins.resumable_bots import RESTORED, posterior_digest
+from rftkit.trinity_plugins.digest import RESTORED, posterior_digest
 from tests.gpu import resume_smoke
 
 from conftest import REPO, write_checkpoint
@@ -119,7 +119,7 @@ def test_a_random_kill_comes_its_delay_after_the_launch_has_trained_a_step(tmp_p
 
 def test_the_relaunch_is_expected_at_the_newest_complete_checkpoint_the_tracker_allows(tmp_path):
     from rftkit.checkpoints import TRACKER
-    from rftkit.trinity_plugins.resumable_bots import posterior_digest
+    from rftkit.trinity_plugins.digest import posterior_digest
     from tests.gpu.kill_anywhere import state_at_kill
 
     job = kill_test_job(tmp_path)
@@ -142,3 +142,41 @@ def test_gpu_a_bots_run_killed_five_times_ends_as_if_never_killed(tmp_path):
                             timeout=3 * 3600)
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert result.returncode == 0, [check for check in summary["checks"] if not check["ok"]]
+
+
+def test_the_kill_test_passes_a_run_that_resumes_right_and_catches_one_that_does_not(tmp_path, monkeypatch):
+    """tests/gpu/kill_anywhere.py's whole loop on a CPU, with a fixture stand-in for the launch
+    (tests/fixture_bots_run.py): it kills, records and relaunches, and its checks fail a run that restarts its
+    explorer from the wrong step."""
+    from rftkit import cluster
+    from tests.gpu import kill_anywhere
+
+    monkeypatch.setattr(cluster, "ray_cli", lambda *args: None)  # no Ray head here to stop
+    monkeypatch.setattr(kill_anywhere, "wait_for_free_gpus", lambda: True)
+
+    def weights_there(job, step):  # the fixture's weights are no model transformers could load
+        return resume_smoke.Check("the HF weights are there", any(job.glob(f"global_step_{step}/actor/huggingface/*")))
+
+    monkeypatch.setattr(kill_anywhere, "loads_with_transformers", weights_there)
+
+    def fixture_run(args, script="tests/fixture_bots_run.py"):
+        out = args.out.resolve()
+        checkpoints = out / "work" / "checkpoints"
+        out.mkdir(parents=True, exist_ok=True)
+        return out, checkpoints, [sys.executable, script, str(checkpoints), str(args.steps)]
+
+    monkeypatch.setattr(kill_anywhere, "prepare_run", fixture_run)
+    flags = ["--kills", "3", "--steps", "6", "--window", "1"]
+    assert kill_anywhere.main(["--out", str(tmp_path / "right"), *flags]) == 0
+    summary = json.loads((tmp_path / "right" / "summary.json").read_text())
+    assert [kill["moment"] for kill in summary["kills"]][0] == "during a save" and len(summary["kills"]) == 3
+    assert summary["kills"][0]["trainer_step"] >= 1 and all(check["ok"] for check in summary["checks"])
+
+    wrong = (REPO / "tests" / "fixture_bots_run.py").read_text().replace(
+        'log.write(f"INFO Explore step {step} started.\\n")', 'log.write(f"INFO Explore step {step + 1} started.\\n")')
+    (tmp_path / "wrong.py").write_text(wrong)
+    monkeypatch.setattr(kill_anywhere, "prepare_run", lambda args: fixture_run(args, str(tmp_path / "wrong.py")))
+    assert kill_anywhere.main(["--out", str(tmp_path / "wrong"), "--kills", "1", "--steps", "3"]) == 1
+    failures = {c["name"] for c in json.loads((tmp_path / "wrong" / "summary.json").read_text())["checks"]
+                if not c["ok"]}
+    assert failures and all("the explorer went on from step" in name for name in failures)

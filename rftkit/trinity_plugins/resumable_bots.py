@@ -13,20 +13,11 @@ every Ray worker of a run (rftkit.trinity_plugins).
 
 from __future__ import annotations
 
-import hashlib
-
 import numpy as np
 from trinity.buffer.selector import SELECTORS
 from trinity.buffer.selector.selector import DifficultyBasedSelector
 
-NAME = "difficulty_based_resumable"
-RESTORED = f"{NAME}: restored"  # starts the line a resumed explorer prints (a run's logs show the resume)
-
-
-def posterior_digest(alphas, betas) -> str:
-    """A short fingerprint of the posteriors, to compare a resumed selector's with the saved ones."""
-    data = np.concatenate([np.asarray(alphas, float), np.asarray(betas, float)])
-    return hashlib.sha256(data.tobytes()).hexdigest()[:16]
+from rftkit.trinity_plugins.digest import NAME, RESTORED, posterior_digest
 
 
 class ResumableDifficultyBasedSelector(DifficultyBasedSelector):

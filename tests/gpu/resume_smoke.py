@@ -55,7 +55,7 @@ def saved_state(job: Path) -> dict:
     """What the killed run left: the trainer's checkpoint T, the explorer's step E, and the explorer's
     saved selector states by step (its current one and the per-step copies of rftkit.run_state)."""
     from rftkit import run_state
-    from rftkit.trinity_plugins.resumable_bots import posterior_digest
+    from rftkit.trinity_plugins.digest import posterior_digest
 
     digests = {}
     for path in job.glob("explorer_meta*.json"):
@@ -80,7 +80,7 @@ def check_resume(killed: dict, relaunch_log: str, logs: str, job: Path, steps: i
     """The checks of the module docstring, from the state at the kill and what the relaunch wrote. A relaunch
     that was `killed_again` (tests/gpu/kill_anywhere.py) is checked up to its kill: it resumed where it should
     and trained each step once, in order, as far as it got."""
-    from rftkit.trinity_plugins.resumable_bots import RESTORED
+    from rftkit.trinity_plugins.digest import RESTORED
 
     t, e = killed["trainer_step"], killed["explorer_step"]
     # rftkit.run_state.rewind takes an explorer that is ahead back to step T (it keeps a copy of each
