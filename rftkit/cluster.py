@@ -126,17 +126,9 @@ def ray_cli(*args: str) -> None:
 
 
 def connect_ray(trinity_config, timeline: os.PathLike | None = None) -> None:
-    """Connect to Ray as Trinity's run_stage() would, plus a setup hook for every worker process.
-
-    Trinity calls ray.init() with `ignore_reinit_error`, so this connection, made
-    first with the same namespace and environment, is the one the run uses. The
-    hook (`rftkit.workers.setup`) lets verl's trainer workers run without
-    flash-attn and writes Trinity's state files so that a killed run resumes;
-    on one GPU (`rftkit.workers.setup_colocated`) it also keeps the rollout
-    engine from reserving the GPU the trainer needs, and hands the weights over
-    in the engine's dtype, as byte views of the object store. With `timeline`, the workers mark
-    the start-up phases they end in that file (`rftkit.startup`).
-    """
+    """Connect to Ray as Trinity's run_stage() would, with rftkit.workers' setup hook in every worker process
+    (the colocated one on one GPU) and, with `timeline`, start-up marks (`rftkit.startup`). Trinity calls
+    ray.init() with `ignore_reinit_error`, so this first connection is the one the run uses."""
     import ray
 
     hook = workers.setup_colocated if trinity_config.mode == "colocate" else workers.setup

@@ -68,14 +68,10 @@ def launch(args: argparse.Namespace, workflow_func: Callable | str, judge_func: 
            check_data: Callable[[dict], None] | None = None) -> int:
     """Dry-run or train, as `args` say; returns the process exit code.
 
-    `workflow_func` and `judge_func` are the functions, or their "module:function" import paths: a path is
-    imported only once the flags, the YAML and the data have passed their checks, so a mistake there is
-    reported without waiting seconds for agentscope to import.
-
-    `data` maps a taskset role ("train", "eval") to the folder the entry point's flags give, None to keep
-    the config's (`rftkit.overrides.place_data`). `check_data(config)` gets the resolved YAML mapping
-    (overrides applied, paths absolute) and refuses the data it names if it is missing or bad, in a dry
-    run too. Bad input ends the program with an InputError before anything is written or started.
+    `workflow_func` and `judge_func` are functions or "module:function" paths, imported only once the flags,
+    YAML and data have passed their checks. `data` maps a taskset role ("train", "eval") to the folder the
+    flags give (None: the config's). `check_data(config)` refuses missing or bad data named in the resolved
+    YAML, in a dry run too. Bad input ends the program before anything is written or started.
     """
     for flag in ("gpus", "nodes", "engines"):
         if getattr(args, flag) is not None and getattr(args, flag) < 1:

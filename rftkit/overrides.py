@@ -1,14 +1,10 @@
 """The YAML a launch starts from, and what the command line changes in it.
 
-`--set KEY=VALUE` (`parse_override`, `set_key`), reading and writing the YAML, and
-`resolve_config`: the mapping tune() will load, with the overrides and the cluster plan
-(`rftkit.cluster`) applied and every path made absolute, since Ray workers do not share our
-working directory.
-
-YAML is read as Trinity-RFT reads it, with OmegaConf: `1e-6` is a number (plain YAML 1.1 makes it
-a string), and `${oc.env:VAR,default}` takes the variable's value, or the default where it is
-unset. Interpolations are resolved when the file (or a `--set` value) is read, so every value
-the launcher reads or rewrites, and the file tune() gets, holds plain values.
+`--set KEY=VALUE` (`parse_override`, `set_key`), reading and writing the YAML, and `resolve_config`:
+the mapping tune() will load, with the overrides and the cluster plan applied and every path made
+absolute (Ray workers do not share our working directory). YAML is read as Trinity-RFT reads it,
+with OmegaConf (`1e-6` is a number; `${oc.env:VAR,default}` resolves), and resolved when read, so
+the launcher and tune() see plain values.
 """
 
 from __future__ import annotations

@@ -133,15 +133,9 @@ class ResumePoint:
 
 
 def rewind(job_dir: str | os.PathLike, explorer_name: str = "explorer") -> ResumePoint:
-    """Before a launch: put the explorer back to the trainer's checkpoint when it is ahead of it.
-
-    First, a checkpoint the tracker names that is incomplete is set aside for the one before it
-    (`rftkit.checkpoints.fall_back`); the message then has that line first.
-
-    The explorer's newer state stays beside the rest as its `step_<E>` copy. Without a copy of
-    step T (the run was not written with `worker_setup`, or the explorer never synced at step T),
-    nothing is rewound, and the message says what that costs.
-    """
+    """Before a launch: fall back from a torn named checkpoint (`rftkit.checkpoints.fall_back`), then put the
+    explorer back to the trainer's checkpoint T when it is ahead. Its newer state stays as its `step_<E>`
+    copy; without a copy of step T nothing is rewound, and the message says what that costs."""
     job_dir = Path(job_dir)
     state_file = job_dir / f"{explorer_name}_meta.json"
     fell_back = fall_back(job_dir) if job_dir.is_dir() else ""

@@ -1,18 +1,13 @@
 """A launch's start-up timeline: each phase, and the seconds from the launch to its end.
 
-A launch spends minutes before its first step: Ray, the trainer's workers, the rollout engine, the
-workflow runners. Each phase is marked by the process that finishes it, as one JSON line appended
-to `<checkpoint job dir>/startup.jsonl` (the path travels to Ray's workers in `TIMELINE_ENV`):
+The process that finishes a phase appends one JSON line to `<checkpoint job dir>/startup.jsonl`
+(the path reaches Ray's workers in `TIMELINE_ENV`), once per process and phase:
 
     {"phase": "rollout engines ready", "at": 1764681234.5, "pid": 4242}
 
-The launcher marks its own phases (`mark`), and every worker of the run gets wrappers around the
-Trinity-RFT methods whose end is a phase (`worker_setup`, from `rftkit.workers`). `Timeline`
-follows the file and prints each phase as it arrives, seconds counted from the launch process's
-start. A process marks each phase once: the first time it ends there.
-
-The wrapped methods are Trinity-RFT 0.6.0's. A wrapper checks that its method is still there and
-still a coroutine: if Trinity has moved it, the worker fails at import with a message naming it.
+The launcher marks its own phases (`mark`); in every worker, `worker_setup` wraps the Trinity-RFT
+0.6.0 coroutines whose end is a phase, and fails at import, naming the method, if one has moved.
+`Timeline` follows the file and prints each phase as it arrives.
 """
 
 from __future__ import annotations
