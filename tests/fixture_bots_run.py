@@ -36,30 +36,28 @@ def main(checkpoints: Path, steps: int) -> None:
     if said := fall_back(job):
         print(said, flush=True)
     start = tracker_step(job) or 0
-    log = open(job / "log" / "trainer.log", "a")
-    if start:
-        print(f"resuming from the trainer's checkpoint at step {start}", flush=True)
-        print(f"{RESTORED} the posteriors of 2 tasks at index {start} (digest "
-              f"{posterior_digest(**posteriors(start))})", flush=True)
-        log.write(f"INFO Load from checkpoint folder: {job}/global_step_{start}\n")
-    for step in range(start + 1, steps + 1):
-        log.write(f"INFO Explore step {step} started.\n")
-        log.flush()
-        state = json.dumps({"latest_iteration": step, "taskset_states": [posteriors(step)]})
-        (job / f"explorer_meta.step_{step}.json").write_text(state)
-        (job / "explorer_meta.json").write_text(state)
-        time.sleep(PART_S)
-        log.write(f"INFO Training at step {step} finished.\n")
-        log.flush()
-        folder = job / f"global_step_{step}" / "actor"
-        (folder / "huggingface").mkdir(parents=True, exist_ok=True)
-        for kind in ("model", "optim", "extra_state"):  # each a whole archive: a zip's directory comes last
-            (folder / f"{kind}_world_size_1_rank_0.pt").write_bytes(b"")
+    with open(job / "log" / "trainer.log", "a", buffering=1) as log:  # a line at a time, as a live log
+        if start:
+            print(f"resuming from the trainer's checkpoint at step {start}", flush=True)
+            print(f"{RESTORED} the posteriors of 2 tasks at index {start} (digest "
+                  f"{posterior_digest(**posteriors(start))})", flush=True)
+            log.write(f"INFO Load from checkpoint folder: {job}/global_step_{start}\n")
+        for step in range(start + 1, steps + 1):
+            log.write(f"INFO Explore step {step} started.\n")
+            state = json.dumps({"latest_iteration": step, "taskset_states": [posteriors(step)]})
+            (job / f"explorer_meta.step_{step}.json").write_text(state)
+            (job / "explorer_meta.json").write_text(state)
             time.sleep(PART_S)
-            write_archive(folder / f"{kind}_world_size_1_rank_0.pt", step)
-        (folder / "huggingface" / "config.json").write_text("{}")
-        write_weights(folder / "huggingface" / "model.safetensors")
-        (job / TRACKER).write_text(str(step))
+            log.write(f"INFO Training at step {step} finished.\n")
+            folder = job / f"global_step_{step}" / "actor"
+            (folder / "huggingface").mkdir(parents=True, exist_ok=True)
+            for kind in ("model", "optim", "extra_state"):  # each a whole archive: a zip's directory comes last
+                (folder / f"{kind}_world_size_1_rank_0.pt").write_bytes(b"")
+                time.sleep(PART_S)
+                write_archive(folder / f"{kind}_world_size_1_rank_0.pt", step)
+            (folder / "huggingface" / "config.json").write_text("{}")
+            write_weights(folder / "huggingface" / "model.safetensors")
+            (job / TRACKER).write_text(str(step))
     print(f"training finished: {steps} step(s)", flush=True)
 
 

@@ -23,7 +23,7 @@ def shipped_config(tmp_path):
                     run_frozen_lake)
 
 
-async def run_one_share(config, url: str):
+async def run_one_share(config, url: str, monkeypatch):
     """What one runner does with its share of a map's rollouts: (status, experiences)."""
     import trinity.explorer.workflow_runner as workflow_runner
     from trinity.common.config import GenerationConfig
@@ -50,12 +50,8 @@ async def run_one_share(config, url: str):
         def get_model(self, *args):
             return wrapper
 
-    original = workflow_runner.Allocator
-    workflow_runner.Allocator = OneEngine
-    try:
-        runner = workflow_runner.WorkflowRunner(config, rollout_model_id=0, runner_id=0)
-    finally:
-        workflow_runner.Allocator = original
+    monkeypatch.setattr(workflow_runner, "Allocator", OneEngine)
+    runner = workflow_runner.WorkflowRunner(config, rollout_model_id=0, runner_id=0)
     await runner.prepare()
     task = Task(workflow=WORKFLOWS.get("agentscope_workflow_adapter_v1"), raw_task=MAP,
                 workflow_args={"workflow_func": run_frozen_lake},
@@ -66,7 +62,7 @@ async def run_one_share(config, url: str):
     return status, Experience.deserialize_many(payload)
 
 
-def test_a_runner_plays_its_rollouts_at_once_and_each_keeps_its_own_experiences(tmp_path):
+def test_a_runner_plays_its_rollouts_at_once_and_each_keeps_its_own_experiences(tmp_path, monkeypatch):
     config = shipped_config(tmp_path)
     share = config.explorer.max_repeat_times_per_runner
     assert config.explorer.concurrent_mode == "asynchronous" and share == 4
@@ -79,7 +75,7 @@ def test_a_runner_plays_its_rollouts_at_once_and_each_keeps_its_own_experiences(
         return f"```{OracleModel().choose(grid_from_prompt(last_user_text(body['messages'])))}```"
 
     with FakeVLLMServer(reply) as server:
-        status, experiences = asyncio.run(run_one_share(config, server.url))
+        status, experiences = asyncio.run(run_one_share(config, server.url, monkeypatch))
     assert status.completed_runs == share and not status.message
     # at once: the first requests are every episode's first move, the map as it starts (one after another,
     # the first answer, a move, would have changed the second request's map)
