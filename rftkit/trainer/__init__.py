@@ -1,5 +1,5 @@
-"""The trainer without flash-attn and on one GPU: patches to verl and Trinity-RFT applied inside a
-run's Ray workers (rftkit.workers chooses which, as Ray's worker setup hook).
+"""The trainer without flash-attn, on one GPU, and started sooner: patches to verl and Trinity-RFT
+applied inside a run's Ray workers (rftkit.workers chooses which, as Ray's worker setup hook).
 
 attention.py         which attention the trainer loads the model with, and its worker setup
 packed_attention.py  packed micro-batches on PyTorch's own variable-length kernels (`--attn varlen`)
@@ -7,6 +7,8 @@ logprobs.py          token log-probabilities in blocks, for verl without flash-a
 ref_model.py         the reference model's weights on the GPU
 colocate.py          one GPU: the rollout engine beside the trainer
 weight_sync.py       one GPU: weights handed to the engine in its dtype, as byte views
+concurrent_start.py  the trainer's workers built while the engine starts (a switch)
+early_runners.py     the workflow runners started while the engine starts (a switch)
 import_patch.py      a patch applied when its module is imported, and the source check each makes
 
 They import only each other: a worker loads no launcher code.
