@@ -10,10 +10,9 @@ A config without tasksets (upstream's own config.yaml) gets a training taskset f
 """
 
 import os
-import sys
 
 from frozenlake.example import FROZENLAKE
-from rftkit.cli import ArgumentParser
+from rftkit.cli import ArgumentParser, exit_now
 from rftkit.inputs import reports_input_errors
 from rftkit.launch import add_arguments, launch
 
@@ -31,4 +30,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())

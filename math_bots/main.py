@@ -8,10 +8,9 @@ Data: run scripts/prepare_math_data.py first; the config names its outputs, --tr
 point elsewhere (upstream's config files need both).
 """
 
-import sys
 
 from math_bots.example import MATH
-from rftkit.cli import ArgumentParser
+from rftkit.cli import ArgumentParser, exit_now
 from rftkit.inputs import reports_input_errors
 from rftkit.launch import add_arguments, launch
 
@@ -28,4 +27,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())

@@ -16,6 +16,7 @@ Bad input (a YAML, a key, a model or data path) ends the program with an
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import sys
 import time
@@ -73,6 +74,14 @@ def launch(args: argparse.Namespace, workflow_func: Callable | str, judge_func: 
     flags give (None: the config's). `check_data(config)` refuses missing or bad data named in the resolved
     YAML, in a dry run too. Bad input ends the program before anything is written or started.
     """
+    gc.disable()  # the checks import seconds of modules, whose collections on the way free nothing
+    try:
+        return _launch(args, workflow_func, judge_func, data, check_data)
+    finally:
+        gc.enable()
+
+
+def _launch(args, workflow_func, judge_func, data, check_data) -> int:
     for flag in ("gpus", "nodes", "engines"):
         if getattr(args, flag) is not None and getattr(args, flag) < 1:
             raise InputError(f"--{flag} must be at least 1, got {getattr(args, flag)}")
@@ -134,6 +143,7 @@ def launch(args: argparse.Namespace, workflow_func: Callable | str, judge_func: 
         print(resume.message, flush=True)
     path = write_yaml(config, Path(config["checkpoint_root_dir"]) / f"{config['project']}-{config['name']}.yaml")
     print(f"launch config: {path}", flush=True)
+    gc.enable()  # the driver lives as long as the run
     from agentscope.tuner import tune
 
     logs_before = supervise.log_sizes(trinity_config.log.save_dir)

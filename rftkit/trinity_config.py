@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import difflib
+import functools
 import importlib.metadata
 import logging
 import os
@@ -79,6 +80,41 @@ def verl_version_from_metadata(trainer_module: ModuleType) -> None:
         package.is_verl_legacy = is_verl_legacy
 
 
+PATCH_PACKAGE = "trinity.common.patch"  # kimi_vl_monkey_patch_decorator, as of Trinity-RFT 0.6.0
+
+
+def kimi_patch_on_first_call(package: ModuleType) -> None:
+    """Make Trinity's `kimi_vl_monkey_patch_decorator` decorate when the function is first called, not
+    when its class is defined: it imports transformers to read its version, a second of every dry run,
+    for a check that runs only on a GPU. The same decoration, later."""
+    original = package.kimi_vl_monkey_patch_decorator
+    if getattr(original, "_rftkit_patched", False):
+        return
+    if not source_has(original, "import transformers"):
+        raise RuntimeError(f"rftkit.trinity_config: {PATCH_PACKAGE}.kimi_vl_monkey_patch_decorator no longer "
+                           f"imports transformers as in Trinity-RFT 0.6.0, which this patch was written for")
+
+    def on_first_call(func):
+        decorated = None
+
+        @functools.wraps(func)
+        def call(*args, **kwargs):
+            nonlocal decorated
+            if decorated is None:
+                decorated = original(func)
+            return decorated(*args, **kwargs)
+        return call
+
+    on_first_call._rftkit_patched = True
+    package.kimi_vl_monkey_patch_decorator = on_first_call
+
+
+def patch_for_checks() -> None:
+    """Before Trinity's config checks are imported here: the launcher's patches that keep them light."""
+    patch_on_import(TRAINER_MODULE, verl_version_from_metadata)
+    patch_on_import(PATCH_PACKAGE, kimi_patch_on_first_call)
+
+
 NO_GPU_BANNER = "NO GPU DETECTED"  # the title of the box GPUMemoryValidator logs, as of Trinity-RFT 0.6.0
 
 
@@ -94,6 +130,7 @@ def no_gpu_banner(validator=None):
     """While this runs, Trinity-RFT 0.6.0's GPU memory check (`validator`) does not log its NO GPU DETECTED
     banner, an error that a dry run without GPUs expects; all else shows. Fails if the check has moved."""
     if validator is None:
+        patch_for_checks()
         from trinity.common.config_validator import GPUMemoryValidator, validators
 
         validator = next((v for v in validators if isinstance(v, GPUMemoryValidator)), None)
@@ -159,7 +196,7 @@ def one_line(error: Exception) -> str:
 def build_trinity_config(config_path: str | Path, workflow_func: Callable, judge_func: Callable | None = None):
     """The validated Trinity config tune() would run for this YAML and these functions."""
     use_plugins()
-    patch_on_import(TRAINER_MODULE, verl_version_from_metadata)
+    patch_for_checks()
     from agentscope.tuner import check_judge_function, check_workflow_function
     from agentscope.tuner._config import _to_trinity_config  # the conversion tune() itself calls
 

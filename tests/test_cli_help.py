@@ -97,18 +97,19 @@ def test_the_training_entry_points_answer_help_without_the_training_stack(script
 
 
 def test_a_dry_run_validates_with_trinity_without_importing_verl(frozenlake_data, tmp_path):
-    """Trinity's validator imports verl only to read its version (torch's compiler comes with it): the
-    launcher reads it from the package's metadata, so a dry run never loads verl."""
+    """Trinity's validator imports verl only to read its version (torch's compiler comes with it), and
+    transformers only to read its version for a Kimi-VL patch: the launcher reads verl's from the package's
+    metadata and decorates with the Kimi-VL patch on first call, so a dry run loads neither."""
     import subprocess
 
     script = "frozenlake/main.py"
     argv = [script, "--dry-run", "--gpus", "1", "--data-dir", str(frozenlake_data), "--checkpoint-dir", str(tmp_path)]
-    probe = (f"import runpy, sys\nsys.argv = {argv!r}\ntry:\n"
-             f"    runpy.run_path({script!r}, run_name='__main__')\nexcept SystemExit:\n    pass\n"
-             f"print('verl loaded:', 'verl' in sys.modules)")
+    probe = (f"import atexit, runpy, sys\nsys.argv = {argv!r}\n"  # the script ends the process: atexit reports
+             f"atexit.register(lambda: print('loaded:', [m for m in ('verl', 'transformers') if m in sys.modules]))\n"
+             f"runpy.run_path({script!r}, run_name='__main__')")
     result = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert "dry run: the config is valid" in result.stdout, result.stderr[-2000:]
-    assert result.stdout.strip().splitlines()[-1] == "verl loaded: False"
+    assert result.stdout.strip().splitlines()[-1] == "loaded: []"
 
 
 def test_verls_version_is_read_as_trinity_reads_it_and_a_moved_check_fails():
@@ -128,3 +129,56 @@ def test_verls_version_is_read_as_trinity_reads_it_and_a_moved_check_fails():
 
     with pytest.raises(RuntimeError, match="no longer reads verl's version"):
         trinity_config.verl_version_from_metadata(types.SimpleNamespace(is_verl_legacy=moved))
+
+
+def test_the_kimi_vl_patch_decorates_on_first_call_as_trinity_would_and_a_moved_one_fails():
+    import types
+
+    from rftkit import trinity_config
+
+    decorated = []
+
+    def decorator(func):  # Trinity-RFT 0.6.0's reads transformers' version here, at decoration
+        import transformers  # noqa: F401 - what the patch checks for
+
+        decorated.append(func.__name__)
+        return lambda *args: ("patched", func(*args))
+
+    package = types.SimpleNamespace(kimi_vl_monkey_patch_decorator=decorator)
+    trinity_config.kimi_patch_on_first_call(package)
+
+    @package.kimi_vl_monkey_patch_decorator
+    def params(model_path):
+        return model_path
+
+    assert decorated == [], "decorated at definition"
+    assert params("m") == ("patched", "m") and params("n") == ("patched", "n")
+    assert decorated == ["params"] and params.__name__ == "params"
+
+    def moved(func):
+        return func
+
+    with pytest.raises(RuntimeError, match="no longer imports transformers"):
+        trinity_config.kimi_patch_on_first_call(types.SimpleNamespace(kimi_vl_monkey_patch_decorator=moved))
+
+
+def test_the_launch_turns_garbage_collection_back_on_when_it_refuses(tmp_path):
+    import gc
+
+    from rftkit.inputs import InputError
+    from rftkit.launch import launch
+
+    args = argparse.Namespace(gpus=0, nodes=None, engines=None)
+    with pytest.raises(InputError, match="--gpus must be at least 1"):
+        launch(args, "frozenlake.workflow:run_frozen_lake")
+    assert gc.isenabled()
+
+
+def test_exit_now_flushes_runs_atexit_and_keeps_the_code():
+    import subprocess
+
+    code = ("import atexit\nfrom rftkit.cli import exit_now\n"
+            "atexit.register(lambda: print('handler ran'))\nprint('output', end='')\nexit_now(3)")
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 3
+    assert result.stdout == "outputhandler ran\n"

@@ -197,13 +197,11 @@ assert "torch" not in sys.modules, "resolving a config imported torch"
                                   "--eval-dir", str(sample_work / "data" / "math_bots" / "aime24")]}
     for main, flags in data.items():
         code = f"""
-import runpy, sys
+import atexit, runpy, sys
 sys.argv = [{main!r}, "--dry-run", "--gpus", "2", *{flags!r}]
-try:
-    runpy.run_path({main!r}, run_name="__main__")
-except SystemExit:
-    pass
-print(sorted(name for name in sys.modules if name.startswith("rftkit.reports")))
+# the script ends the process (rftkit.cli.exit_now), running atexit's handlers
+atexit.register(lambda: print(sorted(name for name in sys.modules if name.startswith("rftkit.reports"))))
+runpy.run_path({main!r}, run_name="__main__")
 """
         result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
         assert "the config is valid" in result.stdout, result.stdout[-1500:] + result.stderr[-1500:]

@@ -35,20 +35,33 @@ def _moved(what: str) -> RuntimeError:
                         f"this patch must be checked against it (or unset {SWITCH_ENV})")
 
 
+def _unpatched(cls: type, method: str, texts: list[str], moved: str, coroutine: bool = False):
+    """`cls.method` as Trinity-RFT 0.6.0 has it, or None if it is patched already; fails if it has moved."""
+    original = getattr(cls, method)
+    if getattr(original, "_rftkit_early_runners", False):
+        return None
+    if (coroutine and not asyncio.iscoroutinefunction(original)) or not all(source_has(original, t) for t in texts):
+        raise _moved(moved)
+    return original
+
+
+def _install(cls: type, method: str, original, replacement) -> None:
+    functools.update_wrapper(replacement, original)
+    replacement._rftkit_early_runners = True
+    setattr(cls, method, replacement)
+
+
 def patch_explorer(module: ModuleType) -> None:
     """`Explorer.prepare` starts the rollout coordinator's prepare before it creates the engines."""
     explorer, coordinator_cls = module.Explorer, module.RolloutCoordinator
-    prepare = explorer.prepare
-    if getattr(prepare, "_rftkit_early_runners", False):
+    prepare = _unpatched(explorer, "prepare", ["create_all_models()", "RolloutCoordinator.get_actor(self.config)",
+                                               "await self.rollout_coordinator.prepare.remote()"],
+                         "trinity.explorer.explorer.Explorer.prepare no longer creates the engines, then "
+                         "RolloutCoordinator.get_actor(self.config) and awaits its prepare")
+    if prepare is None:
         return
-    if not (source_has(prepare, "create_all_models()")
-            and source_has(prepare, "RolloutCoordinator.get_actor(self.config)")
-            and source_has(prepare, "await self.rollout_coordinator.prepare.remote()")):
-        raise _moved("trinity.explorer.explorer.Explorer.prepare no longer creates the engines, then "
-                     "RolloutCoordinator.get_actor(self.config) and awaits its prepare")
     make_coordinator = coordinator_cls.get_actor
 
-    @functools.wraps(prepare)
     async def prepare_with_early_runners(self):
         coordinator = make_coordinator(self.config)
         coordinator.prepare.remote()  # its result is awaited again, and raised, by prepare's own call
@@ -61,40 +74,33 @@ def patch_explorer(module: ModuleType) -> None:
     def get_actor(cls, config):
         return _early.pop(id(config), None) or make_coordinator(config)
 
-    prepare_with_early_runners._rftkit_early_runners = True
-    explorer.prepare = prepare_with_early_runners
+    _install(explorer, "prepare", prepare, prepare_with_early_runners)
     coordinator_cls.get_actor = classmethod(get_actor)
 
 
 def patch_coordinator(module: ModuleType) -> None:
     """`RolloutCoordinator.prepare` runs one call at a time; a later call finds the work done."""
-    coordinator = module.RolloutCoordinator
-    prepare = coordinator.prepare
-    if getattr(prepare, "_rftkit_early_runners", False):
+    prepare = _unpatched(module.RolloutCoordinator, "prepare", ["if self.running:"],
+                         "RolloutCoordinator.prepare is no longer a coroutine that returns once running", True)
+    if prepare is None:
         return
-    if not (asyncio.iscoroutinefunction(prepare) and source_has(prepare, "if self.running:")):
-        raise _moved("RolloutCoordinator.prepare is no longer a coroutine that returns once running")
 
-    @functools.wraps(prepare)
     async def prepare_once(self):
         lock = self.__dict__.setdefault("_rftkit_prepare_lock", asyncio.Lock())
         async with lock:
             return await prepare(self)
 
-    prepare_once._rftkit_early_runners = True
-    coordinator.prepare = prepare_once
+    _install(module.RolloutCoordinator, "prepare", prepare, prepare_once)
 
 
 def patch_allocator(module: ModuleType) -> None:
     """`Allocator.get_model` waits for the engine's actor to exist before it looks it up."""
-    allocator = module.Allocator
-    get_model = allocator.get_model
-    if getattr(get_model, "_rftkit_early_runners", False):
+    get_model = _unpatched(module.Allocator, "get_model",
+                           ["ray.get_actor(actor_name, namespace=config.ray_namespace)"],
+                           "Allocator.get_model no longer looks the engine up with ray.get_actor")
+    if get_model is None:
         return
-    if not source_has(get_model, "ray.get_actor(actor_name, namespace=config.ray_namespace)"):
-        raise _moved("Allocator.get_model no longer looks the engine up with ray.get_actor")
 
-    @functools.wraps(get_model)
     def get_model_when_made(self, config, role, engine_id):
         import ray
 
@@ -107,27 +113,22 @@ def patch_allocator(module: ModuleType) -> None:
                 time.sleep(POLL_S)
         return get_model(self, config, role, engine_id)
 
-    get_model_when_made._rftkit_early_runners = True
-    allocator.get_model = get_model_when_made
+    _install(module.Allocator, "get_model", get_model, get_model_when_made)
 
 
 def patch_runner(module: ModuleType) -> None:
     """`WorkflowRunner.prepare` first waits until each of its engines says it is ready."""
-    runner = module.WorkflowRunner
-    prepare = runner.prepare
-    if getattr(prepare, "_rftkit_early_runners", False):
+    prepare = _unpatched(module.WorkflowRunner, "prepare", ["self.model_wrapper.prepare()"],
+                         "WorkflowRunner.prepare no longer prepares self.model_wrapper", True)
+    if prepare is None:
         return
-    if not (asyncio.iscoroutinefunction(prepare) and source_has(prepare, "self.model_wrapper.prepare()")):
-        raise _moved("WorkflowRunner.prepare no longer prepares self.model_wrapper")
 
-    @functools.wraps(prepare)
     async def prepare_when_engines_ready(self):
         for wrapper in [self.model_wrapper, *self.auxiliary_model_wrappers]:
             await wait_until_ready(wrapper.model)
         return await prepare(self)
 
-    prepare_when_engines_ready._rftkit_early_runners = True
-    runner.prepare = prepare_when_engines_ready
+    _install(module.WorkflowRunner, "prepare", prepare, prepare_when_engines_ready)
 
 
 async def wait_until_ready(engine, timeout: float = ENGINE_WAIT_S) -> None:
