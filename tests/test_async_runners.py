@@ -69,8 +69,12 @@ def test_a_runner_plays_its_rollouts_at_once_and_each_keeps_its_own_experiences(
     calls = itertools.count()
 
     def reply(body):  # every third answer is no move, so the episodes' lengths differ
-        time.sleep(0.02)  # long enough for episodes playing at once to queue their requests here
-        if next(calls) % 3 == 2:
+        call = next(calls)
+        # The server answers one request at a time. The first answer waits long enough, even on a loaded
+        # machine, for episodes playing at once to have sent their first moves: they queue here, before any
+        # episode can send its second.
+        time.sleep(1.0 if call == 0 else 0.02)
+        if call % 3 == 2:
             return "I am not sure."
         return f"```{OracleModel().choose(grid_from_prompt(last_user_text(body['messages'])))}```"
 
