@@ -8,7 +8,6 @@ Data: run scripts/prepare_math_data.py first; the config names its outputs, --tr
 point elsewhere (upstream's config files need both).
 """
 
-
 from math_bots.example import MATH
 from rftkit.cli import ArgumentParser, exit_now
 from rftkit.inputs import reports_input_errors

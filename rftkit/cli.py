@@ -39,8 +39,8 @@ class ArgumentParser(argparse.ArgumentParser):
 
 
 def exit_now(code: int) -> None:
-    """End the process with `code`, skipping the interpreter's teardown of every loaded module (over a
-    second after a launch's checks). Output is flushed and atexit's handlers (logging's, Ray's) run first."""
+    """End the process with `code`, skipping the interpreter's teardown of every loaded module (slow once a
+    launch has imported its stack). Output is flushed and atexit's handlers (logging's, Ray's) run first."""
     import atexit
     import os
     import sys

@@ -37,6 +37,18 @@ def copy_sample_data(sample_work: Path, work: Path, only: str | None = None) -> 
     return work
 
 
+def patches_asked(module, switch: str | None, monkeypatch) -> list[str]:
+    """The modules `module.worker_setup()` asks to patch on import when its SWITCH_ENV is `switch` (None: unset)."""
+    asked = []
+    monkeypatch.setattr(module, "patch_on_import", lambda name, patch: asked.append(name))
+    if switch is None:
+        monkeypatch.delenv(module.SWITCH_ENV, raising=False)
+    else:
+        monkeypatch.setenv(module.SWITCH_ENV, switch)
+    module.worker_setup()
+    return asked
+
+
 def dry_run(command: list[str], gpus: int = 2, env: dict | None = None) -> str:
     """A launch command, as the GPU scripts build it, run with --dry-run (in a child of the fork server,
     tests/launches.py): its stdout, after exit 0."""

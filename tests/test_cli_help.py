@@ -162,7 +162,7 @@ def test_the_kimi_vl_patch_decorates_on_first_call_as_trinity_would_and_a_moved_
         trinity_config.kimi_patch_on_first_call(types.SimpleNamespace(kimi_vl_monkey_patch_decorator=moved))
 
 
-def test_the_launch_turns_garbage_collection_back_on_when_it_refuses(tmp_path):
+def test_the_launch_turns_garbage_collection_back_on_when_it_refuses():
     import gc
 
     from rftkit.inputs import InputError

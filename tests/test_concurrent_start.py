@@ -5,6 +5,7 @@ import types
 
 import pytest
 
+from conftest import patches_asked
 from rftkit.trainer import concurrent_start
 
 
@@ -71,11 +72,5 @@ def test_a_trainer_that_moved_fails_naming_the_version(body):
 
 @pytest.mark.parametrize("switch,applied", [(None, False), ("0", False), ("1", True)])
 def test_trinitys_order_unless_the_switch_asks_for_the_overlap(switch, applied, monkeypatch):
-    asked = []
-    monkeypatch.setattr(concurrent_start, "patch_on_import", lambda name, patch: asked.append(name))
-    if switch is None:
-        monkeypatch.delenv(concurrent_start.SWITCH_ENV, raising=False)
-    else:
-        monkeypatch.setenv(concurrent_start.SWITCH_ENV, switch)
-    concurrent_start.worker_setup()
+    asked = patches_asked(concurrent_start, switch, monkeypatch)
     assert asked == ([concurrent_start.VERL_TRAINER] if applied else [])

@@ -5,6 +5,7 @@ import types
 
 import pytest
 
+from conftest import patches_asked
 from rftkit.trainer import early_runners
 
 
@@ -220,11 +221,6 @@ def test_code_that_moved_fails_naming_the_version(patch, shape):
 
 @pytest.mark.parametrize("switch,applied", [(None, False), ("0", False), ("1", True)])
 def test_trinitys_order_unless_the_switch_asks_for_early_runners(switch, applied, monkeypatch):
-    asked = []
-    monkeypatch.setattr(early_runners, "patch_on_import", lambda name, patch: asked.append(name))
-    if switch is None:
-        monkeypatch.delenv(early_runners.SWITCH_ENV, raising=False)
-    else:
-        monkeypatch.setenv(early_runners.SWITCH_ENV, switch)
-    early_runners.worker_setup()
-    assert bool(asked) == applied
+    asked = patches_asked(early_runners, switch, monkeypatch)
+    assert asked == (["trinity.explorer.explorer", "trinity.explorer.rollout_coordinator",
+                      "trinity.common.models.allocator", "trinity.explorer.workflow_runner"] if applied else [])

@@ -81,7 +81,8 @@ def patch_explorer(module: ModuleType) -> None:
 def patch_coordinator(module: ModuleType) -> None:
     """`RolloutCoordinator.prepare` runs one call at a time; a later call finds the work done."""
     prepare = _unpatched(module.RolloutCoordinator, "prepare", ["if self.running:"],
-                         "RolloutCoordinator.prepare is no longer a coroutine that returns once running", True)
+                         "RolloutCoordinator.prepare is no longer a coroutine that returns once running",
+                         coroutine=True)
     if prepare is None:
         return
 
@@ -119,7 +120,7 @@ def patch_allocator(module: ModuleType) -> None:
 def patch_runner(module: ModuleType) -> None:
     """`WorkflowRunner.prepare` first waits until each of its engines says it is ready."""
     prepare = _unpatched(module.WorkflowRunner, "prepare", ["self.model_wrapper.prepare()"],
-                         "WorkflowRunner.prepare no longer prepares self.model_wrapper", True)
+                         "WorkflowRunner.prepare no longer prepares self.model_wrapper", coroutine=True)
     if prepare is None:
         return
 
