@@ -7,15 +7,18 @@ top-level `prompt_token_ids`, and per choice `token_ids` and
 `logprobs.content[*].logprob`. This server returns those fields with made-up
 token ids. What it answers comes from a function of the request, so a test can
 plug in any policy: a string is a text reply, a `(tool_name, arguments)` pair a
-tool call. It is a stand-in for a vLLM engine, not a model.
+tool call. A plain function holds the server while it runs, so requests are
+answered one at a time; a coroutine function lets others arrive while it waits.
+It is a stand-in for a vLLM engine, not a model.
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 import threading
 import time
-from typing import Callable, Union
+from typing import Awaitable, Callable, Union
 
 import uvicorn
 from fastapi import FastAPI, Request
@@ -39,7 +42,7 @@ class FakeVLLMServer:
     like vLLM, it then answers a request that offers tools (tool choice "auto", the default) with a 400.
     """
 
-    def __init__(self, reply: Callable[[dict], Reply], tool_parser: bool = True):
+    def __init__(self, reply: Callable[[dict], Reply | Awaitable[Reply]], tool_parser: bool = True):
         self.reply = reply
         self.tool_parser = tool_parser
         self.requests: list[dict] = []
@@ -61,6 +64,8 @@ class FakeVLLMServer:
             return JSONResponse({"error": {"message": message, "type": "BadRequestError", "code": 400}},
                                 status_code=400)
         answer = self.reply(body)
+        if inspect.isawaitable(answer):
+            answer = await answer
         if isinstance(answer, str):
             message, finish, text = {"role": "assistant", "content": answer}, "stop", answer
         else:

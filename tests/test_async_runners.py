@@ -68,12 +68,12 @@ def test_a_runner_plays_its_rollouts_at_once_and_each_keeps_its_own_experiences(
     assert config.explorer.concurrent_mode == "asynchronous" and share == 4
     calls = itertools.count()
 
-    def reply(body):  # every third answer is no move, so the episodes' lengths differ
+    async def reply(body):  # every third answer is no move, so the episodes' lengths differ
         call = next(calls)
-        # The server answers one request at a time. The first answer waits long enough, even on a loaded
-        # machine, for episodes playing at once to have sent their first moves: they queue here, before any
-        # episode can send its second.
-        time.sleep(1.0 if call == 0 else 0.02)
+        if call == 0:  # hold the first answer until every episode has asked, or 30 s have passed
+            deadline = time.monotonic() + 30
+            while len(server.requests) < share and time.monotonic() < deadline:
+                await asyncio.sleep(0.01)
         if call % 3 == 2:
             return "I am not sure."
         return f"```{OracleModel().choose(grid_from_prompt(last_user_text(body['messages'])))}```"
@@ -82,7 +82,7 @@ def test_a_runner_plays_its_rollouts_at_once_and_each_keeps_its_own_experiences(
         status, experiences = asyncio.run(run_one_share(config, server.url, monkeypatch))
     assert status.completed_runs == share and not status.message
     # at once: the first requests are every episode's first move, the map as it starts (one after another,
-    # the first answer, a move, would have changed the second request's map)
+    # the held first answer would have timed out and its move changed the next request's map)
     assert len({last_user_text(body["messages"]) for body in server.requests[:share]}) == 1
     runs = {}
     for experience in experiences:
