@@ -20,11 +20,15 @@ REFERENCE_SETTING = "sdpa-blocks"
 # weights in fp32 (tests/test_gpu_trainer_path.py holds the packed path to that fp32 yardstick).
 LOGPROB_TOLERANCE = 0.05
 PEAK_FLOPS = 989e12  # H200 (and H100 SXM) dense bf16, the figure MFU is quoted against
-# name -> --attn; the first worker setup (verl's row-by-row log-probs, Trinity's own
-# weight sync: fp32, pickled); the weight sync timed; more overrides
+# name -> --attn; the first worker setup (verl's row-by-row log-probs, Trinity's own weight sync: fp32,
+# pickled); the weight sync timed; more overrides. The padded (sdpa) settings run at the micro-batch size the
+# padded path fits (Scale.padded_budget); the others at the shipped config's.
 SETTINGS = {
+    # the trainer as the project first ran it: padded, row-by-row log-probs, fp32 reference, fp32 sync
     "before": dict(attn="sdpa", old_setup=True, sync=True, overrides={REF_DTYPE_KEY: "fp32"}),
+    # padded, log-probs in blocks (rftkit.trainer.logprobs): what the others' log-probs are checked against
     "sdpa-blocks": dict(attn="sdpa", old_setup=False, sync=False, overrides={}),
+    # the launcher's default without flash-attn: packed on PyTorch's varlen kernels, bf16 reference on the GPU
     "varlen": dict(attn="varlen", old_setup=False, sync=True, overrides={}),
     "varlen-32k": dict(attn="varlen", old_setup=False, sync=False, overrides={"trainer.max_token_len_per_gpu": 32768}),
     # the default, with the reference model where verl puts it (rftkit.trainer.ref_model): on the CPU
