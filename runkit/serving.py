@@ -28,8 +28,9 @@ def hf_from_gguf(gguf: Path, out_dir: Path) -> Path:
     if (out_dir / "config.json").is_file():
         return out_dir
     folder, name = str(gguf.parent), gguf.name
-    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
-    loaded = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.bfloat16)
+    with gguf_parsed_once():
+        tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
+        loaded = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.bfloat16)
     # transformers dequantizes the GGUF but then refuses to save a "gguf-quantized" model:
     # copy the (already dequantized) weights into a plain model of the same config.
     config = loaded.config
@@ -42,6 +43,24 @@ def hf_from_gguf(gguf: Path, out_dir: Path) -> Path:
     model.save_pretrained(tmp)
     tmp.rename(out_dir)  # only a complete folder gets the final name
     return out_dir
+
+
+@contextlib.contextmanager
+def gguf_parsed_once():
+    """transformers parses a GGUF file's metadata (the whole vocabulary) once for the tokenizer, once for the
+    config and once for the weights, and builds gguf's tensor-name map once per submodule. Both are pure
+    functions of their arguments: while this context lasts, each is computed once."""
+    import functools
+
+    import gguf
+
+    reader, name_map = gguf.GGUFReader, gguf.get_tensor_name_map
+    gguf.GGUFReader = functools.lru_cache(maxsize=None)(reader)
+    gguf.get_tensor_name_map = functools.lru_cache(maxsize=None)(name_map)
+    try:
+        yield
+    finally:
+        gguf.GGUFReader, gguf.get_tensor_name_map = reader, name_map
 
 
 def model_folder(model: Path, out_dir: Path) -> Path:

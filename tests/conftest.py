@@ -27,6 +27,16 @@ def sample_work(tmp_path_factory):
     return work
 
 
+@pytest.fixture(scope="session")
+def smollm2_tokenizer(tmp_path_factory):
+    """SmolLM2's tokenizer as runkit.tiny_model prepares it, exported once per test process as HF files: loading
+    it from its GGUF takes seconds, from this folder a fraction of one (tests/test_tiny_model.py checks that both
+    give the same tokenizer)."""
+    from runkit.tiny_model import export_tokenizer
+
+    return export_tokenizer(tmp_path_factory.mktemp("smollm2-tokenizer"))
+
+
 def copy_sample_data(sample_work: Path, work: Path, only: str | None = None) -> Path:
     """The sample data (or its `only` subfolder, e.g. "frozenlake") copied into `work`: where a test's launch
     command looks for it, since every launch refuses missing data, dry runs too."""

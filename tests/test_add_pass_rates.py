@@ -98,7 +98,8 @@ def test_the_gpu_script_refuses_bad_models_and_a_missing_split_before_starting_a
 
 
 def test_the_gpu_script_writes_one_column_per_model_through_a_server_that_acts_on_its_flags(split, tmp_path,
-                                                                                            monkeypatch):
+                                                                                            monkeypatch,
+                                                                                            smollm2_tokenizer):
     """experiments/math_pass_rates.py from models to columns, with `vllm serve` replaced by the fixture server,
     which refuses the agent's tool unless it was given a tool parser, as vLLM does: a weak model never right,
     a stronger one always right on 2+2."""
@@ -110,7 +111,7 @@ def test_the_gpu_script_writes_one_column_per_model_through_a_server_that_acts_o
     models = {}
     for name in ("weak", "strong"):
         models[name] = tmp_path / name
-        load_tokenizer(None).save_pretrained(models[name])  # has </think>: the config's reasoning parser applies
+        load_tokenizer(smollm2_tokenizer).save_pretrained(models[name])  # has </think>: the reasoning parser applies
     served = []
 
     @contextlib.contextmanager

@@ -42,7 +42,7 @@ def test_both_runs_share_every_setting_but_the_selector_and_its_features(tmp_pat
     assert '--set=data_processor.experience_pipeline.operators=[{"name": "pass_rate_calculator"}]' in settings["random"]
 
 
-def test_a_model_without_thinking_tokens_runs_without_the_reasoning_parser(tmp_path, gsm_data):
+def test_a_model_without_thinking_tokens_runs_without_the_reasoning_parser(tmp_path, gsm_data, smollm2_tokenizer):
     from tokenizers import Tokenizer, models
     from transformers import PreTrainedTokenizerFast
 
@@ -50,7 +50,7 @@ def test_a_model_without_thinking_tokens_runs_without_the_reasoning_parser(tmp_p
 
     plain = Tokenizer(models.WordLevel({"<unk>": 0, "hello": 1}, unk_token="<unk>"))  # like Qwen2.5's: no </think>
     PreTrainedTokenizerFast(tokenizer_object=plain, unk_token="<unk>").save_pretrained(tmp_path / "plain")
-    load_tokenizer(None).save_pretrained(tmp_path / "smoke")  # the smoke's, which adds Qwen3's thinking tokens
+    load_tokenizer(smollm2_tokenizer).save_pretrained(tmp_path / "smoke")  # the smoke's, with Qwen3's thinking tokens
     assert comparison.thinks(tmp_path / "plain") is False and comparison.thinks(tmp_path / "smoke") is True
     command = comparison.train_command("random", tmp_path / "m", gsm_data, tmp_path / "c", args(thinks=False))
     assert "--set=explorer.rollout_model.reasoning_parser=null" in command
@@ -167,7 +167,7 @@ def test_evaluations_of_different_tasks_are_not_paired():
 
 
 def test_the_whole_script_runs_both_selectors_with_a_fixture_server_and_recorded_runs(tmp_path, gsm_data,
-                                                                                     monkeypatch):
+                                                                                     monkeypatch, smollm2_tokenizer):
     """main() for each selector, from the model to the comparison, with the two GPU parts replaced by stand-ins:
     the fixture server for `vllm serve`, which refuses the agent's tool unless given a tool parser as vLLM
     does (the starting model is never right, a trained one right on even numbers), and for the launch, a run
@@ -181,7 +181,7 @@ def test_the_whole_script_runs_both_selectors_with_a_fixture_server_and_recorded
     from runkit.tiny_model import load_tokenizer
 
     model = tmp_path / "model"
-    load_tokenizer(None).save_pretrained(model)  # has </think>: the configs' reasoning parser stays
+    load_tokenizer(smollm2_tokenizer).save_pretrained(model)  # has </think>: the configs' reasoning parser stays
     served, launched = [], []
 
     @contextlib.contextmanager

@@ -160,11 +160,11 @@ def test_a_server_that_refuses_the_tool_fails_the_run_with_its_error(tmp_path, c
     assert "all 2 episodes ended in a model error" in error and "--enable-auto-tool-choice" in error
 
 
-def test_the_served_engine_gets_the_configs_parsers(tmp_path):
+def test_the_served_engine_gets_the_configs_parsers(tmp_path, smollm2_tokenizer):
     from runkit.serving import parser_flags
     from runkit.tiny_model import load_tokenizer
 
-    load_tokenizer(None).save_pretrained(tmp_path / "thinking")  # the smoke's, with Qwen3's </think>
+    load_tokenizer(smollm2_tokenizer).save_pretrained(tmp_path / "thinking")  # the smoke's, with Qwen3's </think>
     (tmp_path / "plain").mkdir()
     (tmp_path / "plain" / "tokenizer_config.json").write_text("{}")
     tools = ["--enable-auto-tool-choice", "--tool-call-parser", "hermes"]

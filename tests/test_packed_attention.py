@@ -90,7 +90,7 @@ def test_boundaries_from_position_ids_split_where_positions_restart():
 
 
 @pytest.mark.parametrize("attention", [packed_attention.NAME, "sdpa"])
-def test_checkpoints_name_no_attention_so_they_load_anywhere(attention, tmp_path):
+def test_checkpoints_name_no_attention_so_they_load_anywhere(attention, tmp_path, smollm2_tokenizer):
     """verl copies `override_config` onto the model config, which checkpoints save: the trainer's attention
     must not travel with them (rftkit's needs rftkit, flash_attention_2 needs flash-attn)."""
     import subprocess
@@ -102,7 +102,7 @@ def test_checkpoints_name_no_attention_so_they_load_anywhere(attention, tmp_path
 
     model_pair("qwen2", tmp_path)  # writes the weights to tmp_path
 
-    load_tokenizer(None).save_pretrained(tmp_path)
+    load_tokenizer(smollm2_tokenizer).save_pretrained(tmp_path)
     code = f"""
 from rftkit.trainer.attention import worker_setup
 worker_setup()

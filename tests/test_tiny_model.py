@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from runkit.tiny_model import AGENT_TOKENS, CHATML_TOKENS, build_tiny_model, export_tokenizer, main
+from runkit.tiny_model import AGENT_TOKENS, CHATML_TOKENS, build_tiny_model, main
 
 TOOL = {
     "type": "function",
@@ -37,8 +37,8 @@ def tokenizer(tiny_dir):
 
 
 @pytest.fixture(scope="session")
-def exported(tmp_path_factory):
-    return export_tokenizer(tmp_path_factory.mktemp("tokenizer"))
+def exported(smollm2_tokenizer):
+    return smollm2_tokenizer
 
 
 def test_folder_has_the_promised_files_and_config(tiny_dir):

@@ -11,14 +11,14 @@ from conftest import REPO
 
 
 @pytest.fixture(scope="session")
-def tiny_model(tmp_path_factory):
+def tiny_model(tmp_path_factory, smollm2_tokenizer):
     """A 2-layer Qwen2 with grouped-query heads (4 query heads to 2 KV heads) and SmolLM2's tokenizer."""
     from transformers import AutoConfig, AutoModelForCausalLM
 
     from runkit.tiny_model import load_tokenizer
 
     folder = tmp_path_factory.mktemp("tiny-qwen2")
-    tokenizer = load_tokenizer(None)
+    tokenizer = load_tokenizer(smollm2_tokenizer)
     config = AutoConfig.for_model("qwen2", hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                                   num_attention_heads=4, num_key_value_heads=2, vocab_size=len(tokenizer),
                                   tie_word_embeddings=True, pad_token_id=tokenizer.pad_token_id,
