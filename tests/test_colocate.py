@@ -100,7 +100,7 @@ def test_the_colocated_engine_starts_beside_a_trainer_holding_the_only_gpu(mode,
     """Without the hook, Trinity 0.6.0's allocator waits forever for a second GPU (Trinity issue #602)."""
     timeline = tmp_path / "startup.jsonl"
     code = ALLOCATE_ON_ONE_GPU.replace("CONFIG_STUB", trinity_config_stub("colocate-test", mode)) \
-        .replace("TIMEOUT", "360" if mode == "colocate" else "20").replace("TIMELINE", repr(str(timeline)))
+        .replace("TIMEOUT", "360" if mode == "colocate" else "10").replace("TIMELINE", repr(str(timeline)))
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=480)
     assert result.returncode == 0, result.stderr[-3000:]
     assert expected in result.stdout, result.stdout[-2000:] + result.stderr[-2000:]

@@ -210,7 +210,8 @@ def record_run(out):
     return run
 
 
-def test_a_training_that_fails_still_leaves_its_curves_and_stops_the_script_with_its_error(tmp_path, monkeypatch):
+def test_a_training_that_fails_still_leaves_its_curves_and_stops_the_script_with_its_error(tmp_path, monkeypatch,
+                                                                                           frozenlake_data):
     real_run = learning.run_step
 
     def failing_launch(command, log_file, **kw):
@@ -222,8 +223,8 @@ def test_a_training_that_fails_still_leaves_its_curves_and_stops_the_script_with
     monkeypatch.setattr(learning, "run_step", failing_launch)
     (tmp_path / "model").mkdir()
     with pytest.raises(SystemExit, match="OutOfMemoryError"):
-        learning.main([str(tmp_path / "model"), "--out", str(tmp_path / "out"), "--data", str(tmp_path / "data"),
-                       "--minutes", "1", "--skip-before"])
+        learning.main([str(tmp_path / "model"), "--out", str(tmp_path / "out"), "--data", str(frozenlake_data),
+                       "--minutes", "1", "--skip-before"])  # data made already: the whole-script test makes its own
     assert (tmp_path / "out" / "curves.png").stat().st_size > 1000
     assert "rollout/success/mean | trained | 0.3000 (3)" in (tmp_path / "out" / "curves.md").read_text()
     assert not (tmp_path / "out" / "after").exists()

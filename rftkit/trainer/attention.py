@@ -133,11 +133,28 @@ def worker_setup() -> None:
     """Ray's `worker_process_setup_hook`: the `varlen` attention known to transformers, and verl's
     padding and log-probs without flash-attn, where it is absent.
 
-    Applied when each module is imported, not now: only trainer workers import verl."""
-    from rftkit.trainer import logprobs, packed_attention
-
-    patch_on_import("transformers.modeling_utils", packed_attention.register)
-    patch_on_import("verl.workers.config.model", packed_attention.keep_out_of_checkpoints)
+    Applied when each module is imported, not now: only trainer workers import verl, and the patches' own
+    modules (which import torch) are imported then too."""
+    patch_on_import("transformers.modeling_utils", _register_varlen)
+    patch_on_import("verl.workers.config.model", _keep_out_of_checkpoints)
     if importlib.util.find_spec("flash_attn") is None:
         patch_on_import("verl.utils.attention_utils", use_torch_padding)
-        patch_on_import("verl.utils.torch_functional", logprobs.use_in_verl)
+        patch_on_import("verl.utils.torch_functional", _block_logprobs_in_verl)
+
+
+def _register_varlen(modeling_utils) -> None:
+    from rftkit.trainer import packed_attention
+
+    packed_attention.register(modeling_utils)
+
+
+def _keep_out_of_checkpoints(model_config_module) -> None:
+    from rftkit.trainer import packed_attention
+
+    packed_attention.keep_out_of_checkpoints(model_config_module)
+
+
+def _block_logprobs_in_verl(torch_functional) -> None:
+    from rftkit.trainer import logprobs
+
+    logprobs.use_in_verl(torch_functional)

@@ -18,6 +18,7 @@ comes from `verl.utils.ulysses`; where that was never imported, the group is 1.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import sys
 
@@ -34,8 +35,10 @@ VERL_VERSION = "0.8.0"  # the verl `keep_out_of_checkpoints` was written against
 _ends = WeakIdKeyDictionary()  # cu_seqlens tensor -> (its last boundary, its longest sequence)
 
 
+@functools.cache
 def _varlen_kernel():
-    """(varlen_attn, takes enable_gqa, causal keyword) of this torch, or None where it has none."""
+    """(varlen_attn, takes enable_gqa, causal keyword) of this torch, or None where it has none. Looked up on
+    the first call: importing it brings in torch._dynamo, seconds that a process which never runs it skips."""
     try:
         from torch.nn.attention.varlen import varlen_attn
     except ImportError:
@@ -45,8 +48,6 @@ def _varlen_kernel():
     causal = {"window_size": (-1, 0)} if "window_size" in params else {"is_causal": True}
     return varlen_attn, "enable_gqa" in params, causal
 
-
-_KERNEL = _varlen_kernel()
 
 
 def boundaries(kwargs: dict, total: int, device: torch.device) -> tuple[torch.Tensor, int]:
@@ -130,12 +131,13 @@ def varlen_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Te
     # (1, heads, tokens, dim) -> (tokens, heads, dim), as the varlen kernels take them
     q, k, v = (t[0].transpose(0, 1).contiguous() for t in (query, key, value))
     groups = q.shape[1] // k.shape[1]
-    gqa_in_kernel = _KERNEL is not None and _KERNEL[1]
+    kernel = _varlen_kernel() if q.is_cuda else None
+    gqa_in_kernel = kernel is not None and kernel[1]
     if groups > 1 and not (q.is_cuda and gqa_in_kernel):
         # head h of the query reads key/value head h // groups, as transformers' repeat_kv lays them out
         k, v = (t.repeat_interleave(groups, dim=1) for t in (k, v))
-    if q.is_cuda and _KERNEL is not None:
-        varlen_attn, _, causal = _KERNEL
+    if kernel is not None:
+        varlen_attn, _, causal = kernel
         extra = {"enable_gqa": True} if groups > 1 and gqa_in_kernel else {}
         out = varlen_attn(q, k, v, cu, cu, longest, longest, scale=scaling, **causal, **extra)
     else:
