@@ -1,7 +1,10 @@
-"""Run one setting of experiments/trainer_speed on CPU, with a tiny model: the trainer's real code path,
+"""Run settings of experiments/trainer_speed on CPU, with a tiny model: the trainer's real code path,
 minus the GPU.
 
-    python tests/cpu_trainer.py SETTING MODEL_DIR WORK_DIR RESULT.json
+    python tests/cpu_trainer.py SETTING[,SETTING...] MODEL_DIR WORK_DIR RESULT.json
+
+Settings given together share this process, and so must share its set-up (the worker hook's patches):
+RESULT.json maps each to its result.
 
 verl and Trinity assume a GPU in a few places that have nothing to do with what is tested here (the
 attention, the log-probs, the weight hand-over); the shims below stand in for those, and only those:
@@ -50,8 +53,11 @@ def shim_gpu_only_calls() -> None:
 
 
 if __name__ == "__main__":
-    setting, model, work, out = sys.argv[1:5]
-    worker.setup_worker_process(setting)  # first, as Ray's hook runs before anything is imported
+    settings, model, work, out = sys.argv[1].split(","), *sys.argv[2:5]
+    if len({worker.SETTINGS[setting]["old_setup"] for setting in settings}) != 1:
+        sys.exit(f"settings {settings} set their process up differently: give them one process each")
+    worker.setup_worker_process(settings[0])  # first, as Ray's hook runs before anything is imported
     shim_gpu_only_calls()
-    result = worker.run_setting("frozenlake", setting, Path(model), Path(work), steps=1)
-    Path(out).write_text(json.dumps(result))
+    results = {setting: worker.run_setting("frozenlake", setting, Path(model), Path(work) / setting, steps=1)
+               for setting in settings}
+    Path(out).write_text(json.dumps(results))

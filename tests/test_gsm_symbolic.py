@@ -81,14 +81,15 @@ def python_312() -> str | None:
 
 @pytest.fixture(scope="session")
 def generator_python(tmp_path_factory) -> str:
-    """A Python 3.12 venv with the package from the index, as a user of the 3.11 set-up would make it."""
+    """A Python 3.12 venv with the package from the index, as a user of the 3.11 set-up would make it (with this
+    set-up's pip, which saves the venv a pip of its own)."""
     python = python_312()
     if python is None:
         pytest.skip("no Python 3.12 here; the GPU machine's Python runs the generator in-process")
     venv = tmp_path_factory.mktemp("gsm-python")
-    subprocess.run([python, "-m", "venv", str(venv)], check=True)
-    install = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", REQUIREMENT],
-                             capture_output=True, text=True, timeout=600)
+    subprocess.run([python, "-m", "venv", "--without-pip", str(venv)], check=True)
+    install = subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "-q",
+                              REQUIREMENT], capture_output=True, text=True, timeout=600)
     if install.returncode != 0:
         pytest.skip(f"could not install {REQUIREMENT} (no package index?): {install.stderr[-500:]}")
     return str(venv / "bin" / "python")

@@ -15,7 +15,7 @@ import experiments.trainer_speed as package
 from experiments.trainer_speed.ceiling import run_ceiling
 from experiments.trainer_speed.report import GAP, HEADER, add_gaps, compare, packing_changes_nothing, plot
 from experiments.trainer_speed.settings import DEFAULT_SETTINGS, MORE_SETTINGS, SETTINGS, lengths
-from experiments.trainer_speed.worker import run_setting
+from experiments.trainer_speed.worker import run_setting, setup_worker_process
 from rftkit.cli import ArgumentParser
 from rftkit.example import REPO
 from runkit.examples import EXAMPLES
@@ -41,6 +41,7 @@ def worker_main(args: argparse.Namespace) -> int:
     if what == "ceiling":
         result = run_ceiling(example, model, int(args.worker[2]), args.steps)
     else:
+        setup_worker_process(what)
         result = run_setting(example, what, model, work / what, args.steps)
     Path(args.result).write_text(json.dumps(result, indent=2))
     print(json.dumps(result, indent=2), flush=True)

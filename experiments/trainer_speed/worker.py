@@ -37,8 +37,7 @@ def synced(fn):
 
 
 def run_setting(example: str, setting: str, model: Path, work: Path, steps: int) -> dict:
-    """One setting's trainer steps and weight sync, in this process (see the module docstring)."""
-    setup_worker_process(setting)
+    """One setting's trainer steps and weight sync, in this process, set up for it by setup_worker_process."""
     import ray
     import torch
     from trinity.manager.synchronizer import Synchronizer
