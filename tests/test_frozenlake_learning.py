@@ -158,8 +158,11 @@ def test_the_wilson_interval_holds_the_rate_at_both_ends():
 def test_the_whole_script_runs_with_a_fixture_server_and_a_recorded_run(tmp_path, monkeypatch):
     """main() from data to comparison, with the two GPU parts replaced by stand-ins: the fixture
     server for `vllm serve` (the starting model never moves, the trained one always goes Right),
-    and for the launch, a run folder as Trinity leaves it after an interrupt."""
+    and for the launch, a run folder as Trinity leaves it after an interrupt. The data step's command is
+    checked and answered with 20 test maps by the data code (tests/test_frozenlake_data.py runs the script)."""
     import contextlib
+
+    from frozenlake.data import write_dataset
 
     from standins.fake_vllm_server import FakeVLLMServer
 
@@ -177,6 +180,10 @@ def test_the_whole_script_runs_with_a_fixture_server_and_a_recorded_run(tmp_path
     real_run = learning.run_step
 
     def recorded_run(command, log_file, **kw):
+        if command[1:3] == ["scripts/get_frozenlake_data.py", "--local_dir"] and kw["check"]:
+            write_dataset(Path(command[3]), map_max_size=6, train_size=40, test_size=20, env_max_steps=8, seed=7,
+                          progress=False)
+            return Step(0, 0.0)
         if command[1] != "frozenlake/main.py":
             return real_run(command, log_file, **kw)
         assert "--attn" not in command and kw["timeout"] == 0.5 * 60  # the launcher's own choice of attention
@@ -196,7 +203,7 @@ def test_the_whole_script_runs_with_a_fixture_server_and_a_recorded_run(tmp_path
     parsers = ("--enable-auto-tool-choice", "--tool-call-parser", "hermes")  # frozenlake.yaml's engine
     assert served == [(model, model, parsers), (trained, model, parsers)]  # the trained weights, the start's tokenizer
     before, after = (json.loads((out / name / "report.json").read_text()) for name in ("before", "after"))
-    assert before["episodes"] == after["episodes"] == 100
+    assert before["episodes"] == after["episodes"] == 20
     assert before["invalid_action_rate"] == 1.0 and after["invalid_action_rate"] == 0.0
     assert (out / "curves.png").stat().st_size > 1000 and (out / "before_after.png").stat().st_size > 1000
     assert "| before | 0.000" in (out / "before_after.md").read_text()
