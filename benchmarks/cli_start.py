@@ -17,11 +17,9 @@ import statistics
 import subprocess
 import sys
 import time
-from pathlib import Path
-
 from rftkit.cli import ArgumentParser
+from rftkit.example import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 GSM = "math_bots/tasksets/gsm_symbolic"
 # As the entry points run: without garbage collection while importing, and without the interpreter's teardown.
 FLOOR = ("import gc, os; gc.disable(); from rftkit.trinity_config import patch_for_checks; patch_for_checks(); "

@@ -141,6 +141,13 @@ def test_no_sys_path_change_outside_tests():
     same_as_allowed(found, ALLOWED_SYS_PATH_TODAY)
 
 
+def test_the_checkouts_root_is_defined_once():
+    """Everything else imports rftkit.example.REPO."""
+    defined = [path.relative_to(REPO).as_posix() for path, tree in TREES.items() for node in ast.walk(tree)
+               if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "REPO" for t in node.targets)]
+    assert defined == ["rftkit/example.py"]
+
+
 def test_every_imported_folder_is_a_package():
     folders = {b.parent.relative_to(REPO) for targets in GRAPH.values() for b in targets if top(b) != "tests"}
     folders |= {parent for f in folders for parent in f.parents if parent != Path(".")}
