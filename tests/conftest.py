@@ -6,9 +6,9 @@ import pytest
 import launches
 from rftkit.example import REPO  # noqa: F401 - the checkout's root, which the tests import from here
 
-# Ray starts its worker processes at nice 15. Beside the other test process's work, at nice 0 on two cores, they
-# got so little of a core that a Ray test took 4 to 5 times as long in the suite as alone. Every Ray cluster the
-# tests start (here or in a subprocess, which inherits this) runs its workers at the tests' own priority.
+# Ray starts its worker processes at nice 15, where the other test process's work at nice 0 starves them and a Ray
+# test's waits depend on how busy that process is. Every Ray cluster the tests start (here or in a subprocess, which
+# inherits this) runs its workers at the tests' own priority.
 os.environ.setdefault("RAY_worker_niceness", "0")
 
 

@@ -231,7 +231,7 @@ def test_a_training_that_fails_still_leaves_its_curves_and_stops_the_script_with
     (tmp_path / "model").mkdir()
     with pytest.raises(SystemExit, match="OutOfMemoryError"):
         learning.main([str(tmp_path / "model"), "--out", str(tmp_path / "out"), "--data", str(frozenlake_data),
-                       "--minutes", "1", "--skip-before"])  # data made already: the whole-script test makes its own
+                       "--minutes", "1", "--skip-before"])  # made already; the other test covers the data step
     assert (tmp_path / "out" / "curves.png").stat().st_size > 1000
     assert "rollout/success/mean | trained | 0.3000 (3)" in (tmp_path / "out" / "curves.md").read_text()
     assert not (tmp_path / "out" / "after").exists()

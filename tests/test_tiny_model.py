@@ -36,11 +36,6 @@ def tokenizer(tiny_dir):
     return AutoTokenizer.from_pretrained(tiny_dir)
 
 
-@pytest.fixture(scope="session")
-def exported(smollm2_tokenizer):
-    return smollm2_tokenizer
-
-
 def test_folder_has_the_promised_files_and_config(tiny_dir):
     from transformers import AutoConfig
 
@@ -154,24 +149,24 @@ def test_vllm_deepseek_r1_parser_finds_think_tokens(tokenizer):
     assert parser.extract_reasoning("<think>plan</think>answer", request) == ("plan", "answer")
 
 
-def test_exported_tokenizer_builds_the_same_model(tiny_dir, tokenizer, exported, tmp_path):
+def test_exported_tokenizer_builds_the_same_model(tiny_dir, tokenizer, smollm2_tokenizer, tmp_path):
     from transformers import AutoTokenizer
 
-    assert not list(exported.glob("*.gguf")) and (exported / "tokenizer.json").is_file()
-    rebuilt = build_tiny_model(tmp_path / "from-folder", exported)
+    assert not list(smollm2_tokenizer.glob("*.gguf")) and (smollm2_tokenizer / "tokenizer.json").is_file()
+    rebuilt = build_tiny_model(tmp_path / "from-folder", smollm2_tokenizer)
     assert AutoTokenizer.from_pretrained(rebuilt).get_vocab() == tokenizer.get_vocab()
     assert (rebuilt / "chat_template.jinja").read_text() == (tiny_dir / "chat_template.jinja").read_text()
     # Same settings, vocabulary and seed: the same random weights.
     assert _sha256(rebuilt / "model.safetensors") == _sha256(tiny_dir / "model.safetensors")
 
 
-def test_building_twice_reuses_the_model_and_new_settings_rebuild(exported, tmp_path):
-    out = build_tiny_model(tmp_path / "m", exported)
+def test_building_twice_reuses_the_model_and_new_settings_rebuild(smollm2_tokenizer, tmp_path):
+    out = build_tiny_model(tmp_path / "m", smollm2_tokenizer)
     weights = out / "model.safetensors"
     first = (weights.stat().st_mtime_ns, _sha256(weights))
-    assert build_tiny_model(out, exported) == out
+    assert build_tiny_model(out, smollm2_tokenizer) == out
     assert (weights.stat().st_mtime_ns, _sha256(weights)) == first
-    build_tiny_model(out, exported, seed=1)
+    build_tiny_model(out, smollm2_tokenizer, seed=1)
     assert _sha256(weights) != first[1]
     assert json.loads((out / "tiny_model.json").read_text())["seed"] == 1
 
@@ -183,8 +178,8 @@ def test_missing_tokenizer_path_is_named(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-def test_cli_exports_and_builds(exported, tmp_path, capsys):
-    assert main(["--export-tokenizer", str(tmp_path / "tok"), "--tokenizer", str(exported)]) == 0
+def test_cli_exports_and_builds(smollm2_tokenizer, tmp_path, capsys):
+    assert main(["--export-tokenizer", str(tmp_path / "tok"), "--tokenizer", str(smollm2_tokenizer)]) == 0
     assert (tmp_path / "tok" / "tokenizer.json").is_file()
     assert main([str(tmp_path / "model"), "--tokenizer", str(tmp_path / "tok"), "--layers", "1"]) == 0
     assert json.loads((tmp_path / "model" / "config.json").read_text())["num_hidden_layers"] == 1
@@ -195,14 +190,14 @@ def test_cli_exports_and_builds(exported, tmp_path, capsys):
 
 @pytest.mark.parametrize("architecture,model_type", [("Qwen3-0.6B", "qwen3"), ("Qwen2.5-3B", "qwen2")])
 def test_a_random_model_of_a_published_architecture_loads_at_its_real_width(architecture, model_type, tmp_path,
-                                                                            exported):
+                                                                            smollm2_tokenizer):
     """One layer deep to stay quick on CPU; everything else as published."""
     import torch
     from transformers import AutoModelForCausalLM
 
     from runkit.tiny_model import ARCHITECTURES, build_random_model
 
-    folder = build_random_model(tmp_path / "m", architecture, exported, layers=1)
+    folder = build_random_model(tmp_path / "m", architecture, smollm2_tokenizer, layers=1)
     model = AutoModelForCausalLM.from_pretrained(folder)
     spec = ARCHITECTURES[architecture]
     assert model.config.model_type == model_type and model.config.num_hidden_layers == 1

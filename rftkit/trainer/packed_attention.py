@@ -133,7 +133,7 @@ def varlen_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Te
     groups = q.shape[1] // k.shape[1]
     kernel = _varlen_kernel() if q.is_cuda else None
     gqa_in_kernel = kernel is not None and kernel[1]
-    if groups > 1 and not (q.is_cuda and gqa_in_kernel):
+    if groups > 1 and not gqa_in_kernel:
         # head h of the query reads key/value head h // groups, as transformers' repeat_kv lays them out
         k, v = (t.repeat_interleave(groups, dim=1) for t in (k, v))
     if kernel is not None:
