@@ -4,7 +4,7 @@ imports Trinity, verl or vLLM. Each patch is applied when its module is imported
 from __future__ import annotations
 
 from rftkit import checkpoints, run_state, startup, trinity_plugins
-from rftkit.trainer import attention, colocate, concurrent_start, early_runners, ref_model
+from rftkit.trainer import attention, colocate, concurrent_start, early_runners, lean_engine, ref_model
 
 
 def setup() -> None:
@@ -14,11 +14,13 @@ def setup() -> None:
     (rftkit.run_state), checkpoints that a kill cannot tear (rftkit.checkpoints), the
     start-up phases each worker ends marked in the launch's timeline (rftkit.startup), and, when
     asked for, the trainer's workers (rftkit.trainer.concurrent_start) and the workflow runners
-    (rftkit.trainer.early_runners) started beside the rollout engine."""
+    (rftkit.trainer.early_runners) started beside the rollout engine, and a one-GPU engine started in
+    two processes instead of four (rftkit.trainer.lean_engine)."""
     trinity_plugins.worker_setup()
     attention.worker_setup()
     concurrent_start.worker_setup()
     early_runners.worker_setup()
+    lean_engine.worker_setup()
     ref_model.worker_setup()
     run_state.worker_setup()
     checkpoints.worker_setup()

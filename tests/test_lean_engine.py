@@ -1,0 +1,108 @@
+"""A one-GPU rollout engine gets vLLM's in-process executor, and its model is inspected without a subprocess."""
+
+import ast
+import importlib.util
+import subprocess
+import types
+from pathlib import Path
+
+import pytest
+
+from conftest import patches_asked
+from rftkit.trainer import lean_engine
+
+
+class AsyncLLMShape:
+    """vLLM 0.23.0's AsyncLLM as the patch sees it: a classmethod that builds the engine's config from its arguments."""
+
+    @classmethod
+    def from_engine_args(cls, engine_args):
+        engine_args.create_engine_config()
+        return engine_args.distributed_executor_backend
+
+
+def engine_args(backend="mp", **sizes):
+    return types.SimpleNamespace(distributed_executor_backend=backend, create_engine_config=lambda: None,
+                                 **{"tensor_parallel_size": 1, "pipeline_parallel_size": 1,
+                                    "data_parallel_size": 1, "nnodes": 1, **sizes})
+
+
+def patched_async_llm() -> type:
+    copy = type("AsyncLLM", (AsyncLLMShape,), {"from_engine_args": AsyncLLMShape.__dict__["from_engine_args"]})
+    lean_engine.patch_async_llm(types.SimpleNamespace(AsyncLLM=copy))
+    return copy
+
+
+@pytest.mark.parametrize("backend,sizes,expected", [
+    ("mp", {}, "uni"),
+    ("mp", {"tensor_parallel_size": 2}, "mp"),
+    ("mp", {"data_parallel_size": 2}, "mp"),
+    ("mp", {"nnodes": 2}, "mp"),
+    ("ray", {}, "ray"),
+])
+def test_only_a_one_gpu_mp_engine_is_moved_into_the_engine_core(backend, sizes, expected):
+    assert patched_async_llm().from_engine_args(engine_args(backend, **sizes)) == expected
+
+
+def test_patching_twice_wraps_once():
+    cls = patched_async_llm()
+    once = cls.__dict__["from_engine_args"].__func__
+    lean_engine.patch_async_llm(types.SimpleNamespace(AsyncLLM=cls))
+    assert cls.__dict__["from_engine_args"].__func__ is once
+
+
+def test_an_async_llm_that_moved_fails_naming_the_versions():
+    class Moved:
+        @classmethod
+        def from_engine_args(cls, vllm_config):
+            return vllm_config
+
+    with pytest.raises(RuntimeError, match="unlike Trinity-RFT 0.6.0 and vLLM 0.23.0.*unset RFTKIT_LEAN_ENGINE"):
+        lean_engine.patch_async_llm(types.SimpleNamespace(AsyncLLM=Moved))
+
+
+def test_the_pinned_vllm_still_builds_the_config_in_from_engine_args():
+    # vLLM's AsyncLLM does not import on the CPU machine (it needs llguidance): read its source instead.
+    source = Path(importlib.util.find_spec(lean_engine.ASYNC_LLM).origin).read_text()
+    async_llm = next(node for node in ast.parse(source).body
+                     if isinstance(node, ast.ClassDef) and node.name == "AsyncLLM")
+    method = next(node for node in async_llm.body if getattr(node, "name", None) == "from_engine_args")
+    assert "engine_args.create_engine_config(" in ast.get_source_segment(source, method)
+
+
+def test_the_real_trinity_engine_actor_still_asks_for_mp():
+    from trinity.common.models import vllm_model
+
+    lean_engine.check_rollout_model(vllm_model)
+    moved = types.SimpleNamespace(vLLMRolloutModel=type("vLLMRolloutModel", (), {"prepare": lambda self: None}))
+    with pytest.raises(RuntimeError, match='no longer has distributed_executor_backend="mp"'):
+        lean_engine.check_rollout_model(moved)
+
+
+def test_the_real_registry_inspects_qwen2_without_a_subprocess(tmp_path, monkeypatch):
+    from vllm.model_executor.models import registry
+
+    monkeypatch.setattr(registry, "_run_in_subprocess", registry._run_in_subprocess)  # restored afterwards
+    monkeypatch.setenv("VLLM_CACHE_ROOT", str(tmp_path))
+
+    def no_subprocess(*args, **kwargs):
+        raise AssertionError("the model was inspected in a subprocess")
+
+    monkeypatch.setattr(subprocess, "run", no_subprocess)
+    lean_engine.patch_registry(registry)
+    info = registry._LazyRegisteredModel("vllm.model_executor.models.qwen2", "Qwen2ForCausalLM").inspect_model_cls()
+    assert info.architecture == "Qwen2ForCausalLM" and info.is_text_generation_model
+    assert (tmp_path / "modelinfos").is_dir(), "vLLM no longer caches what it inspected"
+
+
+def test_a_registry_that_moved_fails_naming_the_versions():
+    registered = type("_LazyRegisteredModel", (), {"inspect_model_cls": lambda self: None})
+    moved = types.SimpleNamespace(_run_in_subprocess=lambda fn: fn(), _LazyRegisteredModel=registered)
+    with pytest.raises(RuntimeError, match="no longer calls _run_in_subprocess"):
+        lean_engine.patch_registry(moved)
+
+
+@pytest.mark.parametrize("switch,applied", [(None, False), ("0", False), ("1", True)])
+def test_trinitys_four_processes_unless_the_switch_asks(switch, applied, monkeypatch):
+    asked = patches_asked(lean_engine, switch, monkeypatch)
+    assert asked == ([lean_engine.ROLLOUT_MODEL] if applied else [])
