@@ -1,7 +1,7 @@
 """Start-up, measured: the same FrozenLake launch under several settings, one after the other, in one hold.
 
     python -m experiments.startup MODEL --out OUT --data DIR [--minutes 9] \\
-        --variant default --variant overlap=RFTKIT_CONCURRENT_START=1 \\
+        --variant default --variant trinity_order=RFTKIT_EARLY_RUNNERS=0,RFTKIT_CONCURRENT_START=0 \\
         --variant sequential=explorer.concurrent_mode=sequential,explorer.max_repeat_times_per_runner=1
 
 MODEL is a Hugging Face model folder, or a GGUF file, which transformers turns into one (in
@@ -45,6 +45,8 @@ from runkit.steps import log, run_step
 SETTINGS = {"buffer.batch_size": 8, "algorithm.repeat_times": 16,
             "explorer.eval_on_startup": False, "explorer.eval_interval": 10 ** 6,
             "trainer.save_interval": 10 ** 6, "buffer.train_batch_size": 256}
+# Every phase a launch marks, in the order a launch reaches them: table rows, and one colour each in every plot.
+PHASES = ["config checked", "Ray connected", *(phase for *_, phase in startup.WORKER_PHASES)]
 FIRST_MINUTES = 5  # episodes finished this long after the launch: what a faster start buys
 EPISODES = "rollout/finished_task_count"  # tasks an explore step finished; each is `repeat_times` episodes
 ENV_KEY = re.compile(r"[A-Z][A-Z0-9_]*")  # a variant's key in this form is an environment variable
@@ -109,7 +111,8 @@ def report(out: Path, variants: list[str], group: int) -> str:
     from rftkit.reports.plots import plt, save_png
 
     results = {name: measure(out / name, group) for name in variants}
-    phases = list(dict.fromkeys(phase for r in results.values() for phase in r["phases"]))
+    seen = dict.fromkeys(phase for r in results.values() for phase in r["phases"])
+    phases = [phase for phase in PHASES if phase in seen] + [phase for phase in seen if phase not in PHASES]
 
     def seconds(value: float | None) -> str:
         return "-" if value is None else f"{value:.0f}"
@@ -129,8 +132,9 @@ def report(out: Path, variants: list[str], group: int) -> str:
     text = "\n".join(lines) + "\n"
 
     # one bar per variant, a segment per phase from the previous phase's end to its own, a colour per phase
-    fig, ax = plt.subplots(figsize=(10, 1.5 + 0.6 * len(variants)))
-    colours = {phase: f"C{k % 10}" for k, phase in enumerate(phases)}
+    legend_inches = 0.75
+    fig, ax = plt.subplots(figsize=(10, 1.5 + legend_inches + 0.6 * len(variants)))
+    colours = {phase: f"C{k % 10}" for k, phase in enumerate(PHASES + [p for p in phases if p not in PHASES])}
     for i, name in enumerate(variants):
         start = 0.0
         for phase, end in sorted(results[name]["phases"].items(), key=lambda item: item[1]):
@@ -140,9 +144,9 @@ def report(out: Path, variants: list[str], group: int) -> str:
     ax.invert_yaxis()
     ax.set_xlabel("seconds from launch")
     ax.set_title("start-up phases: each segment ends where its phase ended")
-    ax.legend(handles=[plt.Rectangle((0, 0), 1, 1, color=colours[phase]) for phase in phases], labels=phases,
-              fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.25), ncol=3, frameon=False)
-    fig.tight_layout()
+    fig.legend(handles=[plt.Rectangle((0, 0), 1, 1, color=colours[phase]) for phase in phases], labels=phases,
+               fontsize=7, loc="lower center", ncol=3, frameon=False)
+    fig.tight_layout(rect=(0, legend_inches / fig.get_figheight(), 1, 1))
     with atomic_paths(out / "startup.png", out / "startup.md") as (png, md):
         save_png(fig, png)
         md.write_text(text)

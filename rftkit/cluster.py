@@ -14,7 +14,7 @@ import subprocess
 import sys
 
 from rftkit import startup, trinity_plugins, workers
-from rftkit.trainer import colocate, concurrent_start, weight_sync
+from rftkit.trainer import colocate, concurrent_start, early_runners, lean_engine, weight_sync
 
 # Rollout engines get this share of the GPUs; the trainer gets the rest.
 EXPLORER_SHARE = 0.5
@@ -125,19 +125,26 @@ def ray_cli(*args: str) -> None:
     subprocess.run([sys.executable, "-m", "ray.scripts.scripts", *args], check=True)
 
 
+# Start-up switches, each a patch of Trinity-RFT 0.6.0's order of start-up: the trainer's workers, the
+# workflow runners and a lean rollout engine all start at once (docs/gpu.md, start-up).
+FAST_START = (concurrent_start.SWITCH_ENV, early_runners.SWITCH_ENV, lean_engine.SWITCH_ENV)
+
+
 def connect_ray(trinity_config, timeline: os.PathLike | None = None) -> None:
     """Connect to Ray as Trinity's run_stage() would, with rftkit.workers' setup hook in every worker process
-    (the colocated one on one GPU) and, with `timeline`, start-up marks (`rftkit.startup`). Trinity calls
-    ray.init() with `ignore_reinit_error`, so this first connection is the one the run uses."""
+    (the colocated one on one GPU), the FAST_START switches on unless set to 0 and, with `timeline`,
+    start-up marks (`rftkit.startup`). Trinity calls ray.init() with `ignore_reinit_error`, so this
+    first connection is the one the run uses."""
     import ray
 
     hook = workers.setup_colocated if trinity_config.mode == "colocate" else workers.setup
     env_vars = trinity_config.get_envs()
     if timeline is not None:  # where the workers mark the start-up phases they end (rftkit.startup)
         env_vars[startup.TIMELINE_ENV] = str(timeline)
-    for name in (concurrent_start.SWITCH_ENV, trinity_plugins.EXTRA_ENV):  # asked for at the launch
-        if os.environ.get(name):
-            env_vars[name] = os.environ[name]
+    for name in FAST_START:  # on unless the launch's environment sets it to 0
+        env_vars[name] = os.environ.get(name) or "1"
+    if os.environ.get(trinity_plugins.EXTRA_ENV):
+        env_vars[trinity_plugins.EXTRA_ENV] = os.environ[trinity_plugins.EXTRA_ENV]
     if trinity_config.mode == "colocate":  # weights through the object store: in the engine's dtype
         env_vars[weight_sync.DTYPE_ENV] = trinity_config.explorer.rollout_model.dtype
     ray.init(address=trinity_config.cluster.ray_address, namespace=trinity_config.ray_namespace,

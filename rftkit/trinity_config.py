@@ -289,6 +289,7 @@ def summarize(config, attention_reason: str = "") -> str:
         + (f", each playing up to {config.explorer.max_repeat_times_per_runner or config.algorithm.repeat_times}"
            " episodes at once"
            if config.explorer.concurrent_mode == "asynchronous" else ", one episode at a time each"),
+        f"start-up        {start_up(config)}",
         f"sync            {config.synchronizer.sync_method.value}, every {config.synchronizer.sync_interval} step(s)",
         f"checkpoints     {config.checkpoint_job_dir}, every {config.trainer.save_interval} steps",
         f"monitor         {config.monitor.monitor_type}",
@@ -298,6 +299,16 @@ def summarize(config, attention_reason: str = "") -> str:
         lines.append(f"  chosen by     {attention_reason}")
     lines.append(f"reference model {reference_placement(config)}")
     return "\n".join(lines)
+
+
+def start_up(config) -> str:
+    """The launch's start-up switches as the workers will get them, and how the engines compile."""
+    from rftkit.cluster import FAST_START
+
+    switches = ", ".join(f"{name}={os.environ.get(name) or '1'}" for name in FAST_START)
+    compilation = (config.explorer.rollout_model.extra_engine_args or {}).get("compilation_config")
+    engine = f"compilation {dict(compilation)}" if compilation else "vLLM's default compilation"
+    return f"{switches}; engines: {engine}"
 
 
 def reference_placement(config) -> str:

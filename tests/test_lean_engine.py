@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import patches_asked
+from conftest import patches_asked, trinity_config_stub
 from rftkit.trainer import lean_engine
 
 
@@ -106,3 +106,38 @@ def test_a_registry_that_moved_fails_naming_the_versions():
 def test_trinitys_four_processes_unless_the_switch_asks(switch, applied, monkeypatch):
     asked = patches_asked(lean_engine, switch, monkeypatch)
     assert asked == ([lean_engine.ROLLOUT_MODEL] if applied else [])
+
+
+@pytest.mark.parametrize("asked,sent", [(None, "1"), ("", "1"), ("0", "0"), ("1", "1")])
+def test_the_launcher_turns_the_fast_start_on_unless_told_0(asked, sent, monkeypatch):
+    import ray
+
+    from rftkit import cluster
+
+    namespace = {}
+    exec(trinity_config_stub("fast-start", "colocate"), namespace)
+    runtime_envs = []
+    monkeypatch.setattr(ray, "init", lambda **kwargs: runtime_envs.append(kwargs["runtime_env"]))
+    for name in cluster.FAST_START:
+        if asked is None:
+            monkeypatch.delenv(name, raising=False)
+        else:
+            monkeypatch.setenv(name, asked)
+    cluster.connect_ray(namespace["Config"]())
+    assert set(cluster.FAST_START) == {"RFTKIT_CONCURRENT_START", "RFTKIT_EARLY_RUNNERS", "RFTKIT_LEAN_ENGINE"}
+    sent_to_workers = {name: runtime_envs[0]["env_vars"][name] for name in cluster.FAST_START}
+    assert sent_to_workers == dict.fromkeys(cluster.FAST_START, sent)
+
+
+def test_the_dry_run_names_the_switches_and_how_the_engines_compile(monkeypatch):
+    from rftkit.trinity_config import start_up
+
+    for name in ("RFTKIT_CONCURRENT_START", "RFTKIT_LEAN_ENGINE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("RFTKIT_EARLY_RUNNERS", "0")
+    engine = types.SimpleNamespace(extra_engine_args={"compilation_config": {"mode": 0}})
+    config = types.SimpleNamespace(explorer=types.SimpleNamespace(rollout_model=engine))
+    assert start_up(config) == ("RFTKIT_CONCURRENT_START=1, RFTKIT_EARLY_RUNNERS=0, RFTKIT_LEAN_ENGINE=1; "
+                                "engines: compilation {'mode': 0}")
+    engine.extra_engine_args = {}
+    assert start_up(config).endswith("engines: vLLM's default compilation")

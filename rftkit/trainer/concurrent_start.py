@@ -10,8 +10,8 @@ calls at the same moment as the explorer's `prepare`: the two overlap. Nothing b
 calls uses the workers (the actor's constructor only keeps the wrapper; `shutdown` only closes
 the monitor).
 
-It is off unless RFTKIT_CONCURRENT_START=1: measured so far, the overlap's gain is within a
-launch's spread (docs/results/2026-12-03-startup-runners.md). `experiments/startup.py` measures it.
+The launcher sets RFTKIT_CONCURRENT_START=1 unless the launch's environment sets it to 0
+(`rftkit.cluster.FAST_START`); `experiments/startup.py` measures it.
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 Trinity-RFT 0.6.0's `Explorer.prepare` waits for its engines, and only then creates the rollout
 coordinator, whose `prepare` builds the experience pipeline and the scheduler's workflow runners:
-each runner a new process that imports Trinity, vLLM and agentscope. With RFTKIT_EARLY_RUNNERS=1:
+each runner a new process that imports Trinity, vLLM and agentscope. With RFTKIT_EARLY_RUNNERS=1
+(which the launcher sets unless the launch's environment sets it to 0: `rftkit.cluster.FAST_START`):
 
 * `Explorer.prepare` creates the coordinator and starts its `prepare` first, then runs as before;
   its own `RolloutCoordinator.get_actor` call is handed that coordinator;

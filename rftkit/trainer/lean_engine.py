@@ -12,7 +12,8 @@ actor. Before the engine serves, four Python processes in a row each import torc
 4. a worker process under the engine core, because Trinity asks for the `mp` executor
    (`distributed_executor_backend="mp"`) even when the engine has one GPU.
 
-With RFTKIT_LEAN_ENGINE=1, in the engine's actor:
+With RFTKIT_LEAN_ENGINE=1 (which the launcher sets unless the launch's environment sets it to 0:
+`rftkit.cluster.FAST_START`), in the engine's actor:
 
 * an engine of one GPU on one node gets vLLM's `uni` executor, vLLM's own default for that case:
   the worker runs inside the engine core (its `collective_rpc` calls reach it as before);
