@@ -20,13 +20,16 @@ ignores its feedback): its `selection/valid_ratio`, the share of a step's tasks 
 neither all failed nor all succeeded, is the effective-task ratio, the tasks GRPO learns from.
 
 A call, in order: (1) the base model on the test split, once, into <out>/before; (2) training for
-`--minutes` (or `--steps`) into <out>/<selector>; (3) its last checkpoint on the test split, into
+`--minutes` (or `--steps`) into <out>/<selector>, with Trinity evaluating the policy on the test split
+every `--eval-every` steps through the run's own engine; (3) its last checkpoint on the test split, into
 <out>/<selector>/after; (4) the report over every run there is: <out>/comparison.{md,json,png}, per
 step the rollout accuracy, the effective-task ratio and the code executions per rollout (with means
 per 10 steps, and BOTS over random on the steps both runs made), how often each run's picks had
 rollouts all wrong or all right, what each selector picked against the strongest reference's pass
 rates, and the held-out accuracy and share of boxed answers before and after each run, with 95%
-intervals and a task-by-task sign test.
+intervals and a task-by-task sign test. With both runs' in-run evaluations, it also gives the BOTS
+paper's time to baseline: the first evaluation at which BOTS reached random's last held-out accuracy,
+in steps and in minutes from the launch, over random's own.
 """
 
 from __future__ import annotations
@@ -64,6 +67,8 @@ ONE_GPU = {
 # Trinity's tensorboard tags: what the report draws.
 ACCURACY, EFFECTIVE, TOOL_CALLS = ("rollout/accuracy/mean", "experience_pipeline/selection/valid_ratio",
                                    "rollout/tool_calls/mean")
+HELD_OUT_SET = "held_out"  # the in-run evaluation's taskset: the test split
+HELD_OUT = f"eval/{HELD_OUT_SET}/accuracy/mean@"  # Trinity appends the rollouts per task
 WINDOW = 10  # steps per row of the report's table over time
 GOAL = 1.5  # the report's bar: BOTS's effective-task ratio at 1.5 times random's or more, averaged over the steps
 
@@ -81,6 +86,10 @@ def train_command(selector: str, model: Path, data: Path, checkpoints: Path, arg
         settings["explorer.rollout_model.reasoning_parser"] = None
     if args.steps is not None:
         settings["buffer.total_steps"] = args.steps
+    if args.eval_every:
+        settings["explorer.eval_interval"] = args.eval_every
+        settings["buffer.explorer_input.eval_tasksets"] = [{"name": HELD_OUT_SET, "path": str(data), "split": "test",
+                                                            "repeat_times": args.repeats}]
     return launch_command(MATH, config=CONFIGS[selector], model=model, checkpoints=checkpoints, settings=settings,
                           extra=args.set)
 
@@ -92,6 +101,39 @@ def curves(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
     folder = job_dir(run_dir / "checkpoints")
     scalars = read_scalars(folder / "monitor" / "tensorboard" / "explorer") if folder else {}
     return {tag: scalars.get(tag, []) for tag in (ACCURACY, EFFECTIVE, TOOL_CALLS)}
+
+
+def held_out_along_the_way(run_dir: Path) -> list[dict]:
+    """The run's in-run evaluations on the test split: step, accuracy, and minutes from the launch (None
+    without the launch's start-up timeline)."""
+    from rftkit import startup
+    from rftkit.reports.tensorboard import read_points
+
+    folder = job_dir(run_dir / "checkpoints")
+    if folder is None or not (folder / "monitor" / "tensorboard" / "explorer").is_dir():
+        return []
+    points = next((points for tag, points in read_points(folder / "monitor" / "tensorboard" / "explorer").items()
+                   if tag.startswith(HELD_OUT)), [])
+    timeline = folder / startup.FILE_NAME
+    launch = next((e["at"] for e in startup.read(timeline) if e["phase"] == "launch"), None) \
+        if timeline.is_file() else None
+    return [{"step": p.step, "accuracy": p.value,
+             "minutes": None if launch is None else (p.wall_time - launch) / 60} for p in points]
+
+
+def time_to_baseline(random: list[dict], bots: list[dict]) -> dict | None:
+    """The BOTS paper's time to baseline: BOTS's first evaluation at or above random's last one, in steps
+    and minutes, over random's (its `ttb`, below 1 when BOTS got there sooner); None without both curves."""
+    if not random or not bots:
+        return None
+    target = random[-1]
+    reached = next((point for point in bots if point["accuracy"] >= target["accuracy"]), None)
+    result = {"random's last": target, "BOTS reached it": reached}
+    if reached:
+        result["ttb, steps"] = reached["step"] / target["step"]
+        if reached["minutes"] is not None and target["minutes"]:
+            result["ttb, minutes"] = reached["minutes"] / target["minutes"]
+    return result
 
 
 def groups(run_dir: Path) -> dict[tuple[int, int], list[float]] | None:
@@ -197,6 +239,7 @@ def report(out: Path, data: Path | None = None, reference: str = DEFAULT_FEATURE
         after = held_out(out / selector / "after")
         chosen = groups(out / selector)
         runs[selector] = {"steps": len(series[ACCURACY]), "series": series,
+                          "held-out along the way": held_out_along_the_way(out / selector),
                           **{f"mean {tag}": mean(series[tag]) for tag in series},
                           "held-out after": after, "picks": picks(chosen, rates) if chosen and rates else None,
                           "outcomes": outcomes(chosen) if chosen else None,
@@ -211,6 +254,8 @@ def report(out: Path, data: Path | None = None, reference: str = DEFAULT_FEATURE
         result["shared steps"] = {"steps": shared, **both}
         if both["random"][EFFECTIVE] and both["difficulty"][EFFECTIVE] is not None:
             result["effective-task ratio, BOTS / random"] = both["difficulty"][EFFECTIVE] / both["random"][EFFECTIVE]
+        result["time to baseline"] = time_to_baseline(runs["random"]["held-out along the way"],
+                                                      runs["difficulty"]["held-out along the way"])
     afters = [runs.get(s, {}).get("held-out after") for s in ("random", "difficulty")]
     if None not in afters:
         result["BOTS after vs random after"] = paired(afters[0], afters[1])
@@ -218,6 +263,10 @@ def report(out: Path, data: Path | None = None, reference: str = DEFAULT_FEATURE
     (out / "comparison.md").write_text(markdown(result))
     draw(result, out / "comparison.png")
     return result
+
+
+def minutes(point: dict) -> str:
+    return "" if point["minutes"] is None else f" ({point['minutes']:.1f} min from the launch)"
 
 
 def span(first: int, longest: int) -> str:
@@ -285,6 +334,17 @@ def markdown(result: dict) -> str:
     ratio = result.get("effective-task ratio, BOTS / random")
     if ratio is not None:
         lines.append(f"Effective-task ratio, BOTS over random: {ratio:.2f}x (goal: {GOAL}x or more).")
+    ttb = result.get("time to baseline")
+    if ttb:
+        target, reached = ttb["random's last"], ttb["BOTS reached it"]
+        line = (f"Time to baseline: random's last held-out accuracy in the run, {target['accuracy']:.3f} at step "
+                f"{target['step']}{minutes(target)}, ")
+        if reached is None:
+            line += "was not reached by BOTS."
+        else:
+            line += (f"BOTS reached at step {reached['step']}{minutes(reached)}: {ttb['ttb, steps']:.2f} of the steps"
+                     + (f", {ttb['ttb, minutes']:.2f} of the time." if "ttb, minutes" in ttb else "."))
+        lines.append(line)
     head_to_head = result.get("BOTS after vs random after")
     if head_to_head and "p" in head_to_head:
         lines.append(f"Held-out, BOTS's model against random's, task by task: {head_to_head['better']} better, "
@@ -293,16 +353,23 @@ def markdown(result: dict) -> str:
 
 
 def draw(result: dict, path: Path) -> None:
-    """Upstream's chart: rollout accuracy and the effective-task ratio over steps, random against BOTS."""
+    """Upstream's chart: rollout accuracy and the effective-task ratio over steps, random against BOTS, and
+    held-out accuracy along the way where the runs evaluated in-run."""
     from rftkit.reports.plots import plt, save_png
 
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+    along = any(r["held-out along the way"] for r in result["runs"].values())
+    fig, axes = plt.subplots(1, 3 if along else 2, figsize=(15 if along else 10, 3.8))
     for selector, r in result["runs"].items():
         label = "BOTS (difficulty_based)" if selector == "difficulty" else "random"
         for ax, tag in zip(axes, (ACCURACY, EFFECTIVE)):
             points = r["series"][tag]
             ax.plot([s for s, _ in points], [v for _, v in points], marker=".", label=label)
-    for ax, title in zip(axes, ("rollout accuracy", "effective-task ratio (tasks neither all right nor all wrong)")):
+        if along:
+            points = r["held-out along the way"]
+            axes[2].plot([p["step"] for p in points], [p["accuracy"] for p in points], marker="o", label=label)
+    titles = ["rollout accuracy", "effective-task ratio (tasks neither all right nor all wrong)",
+              "held-out accuracy (in-run evaluation)"]
+    for ax, title in zip(axes, titles):
         ax.set_title(title, fontsize=10)
         ax.set_xlabel("explore step")
         ax.set_ylim(0, 1)
@@ -330,6 +397,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lr", type=float, default=1e-6, help="learning rate (default: %(default)s, upstream's)")
     parser.add_argument("--seed", type=int, default=42, help="the task selector's seed (default: %(default)s)")
     parser.add_argument("--repeats", type=int, default=4, help="evaluation episodes per test task")
+    parser.add_argument("--eval-every", type=int, default=8, metavar="STEPS",
+                        help="explore steps between in-run evaluations on the test split, a multiple of the "
+                             "configs' sync interval, 4 (Trinity rounds it to one); 0: none (default: %(default)s)")
     parser.add_argument("--max-model-len", type=int, default=ONE_GPU["model.max_model_len"],
                         help="vLLM context for the evaluations (default: %(default)s)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="passed to the launcher")
@@ -342,6 +412,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.model is None or args.selector is None:
         parser.error("MODEL, --selector: required unless --report-only")
     check_model_and_length(parser, args)
+    if args.eval_every < 0:
+        parser.error(f"--eval-every {args.eval_every}: expected 0 (no in-run evaluation) or more steps")
     data = args.data.resolve()
     for split in ("train", "test"):
         if not (data / f"{split}.parquet").is_file():

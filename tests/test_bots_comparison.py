@@ -28,7 +28,8 @@ def gsm_data(tmp_path):
 
 def args(**overrides):
     return SimpleNamespace(**{"seed": 42, "batch": 16, "group": 8, "lr": 1e-6, "save_every": 5, "steps": None,
-                              "features": comparison.DEFAULT_FEATURES, "set": [], "thinks": True, **overrides})
+                              "features": comparison.DEFAULT_FEATURES, "set": [], "thinks": True, "eval_every": 8,
+                              "repeats": 4, **overrides})
 
 
 def test_both_runs_share_every_setting_but_the_selector_and_its_features(tmp_path, gsm_data):
@@ -40,6 +41,11 @@ def test_both_runs_share_every_setting_but_the_selector_and_its_features(tmp_pat
                          + json.dumps(comparison.DEFAULT_FEATURES)}
     assert settings["random"] <= settings["difficulty"]
     assert '--set=data_processor.experience_pipeline.operators=[{"name": "pass_rate_calculator"}]' in settings["random"]
+    held_out = [{"name": comparison.HELD_OUT_SET, "path": str(gsm_data), "split": "test", "repeat_times": 4}]
+    assert {"--set=explorer.eval_interval=8",
+            f"--set=buffer.explorer_input.eval_tasksets={json.dumps(held_out)}"} <= settings["random"]
+    without = comparison.train_command("random", tmp_path / "m", gsm_data, tmp_path / "c", args(eval_every=0))
+    assert "--set=buffer.explorer_input.eval_tasksets=[]" in without
 
 
 def test_a_model_without_thinking_tokens_runs_without_the_reasoning_parser(tmp_path, gsm_data, smollm2_tokenizer):
@@ -68,6 +74,8 @@ def test_each_run_passes_trinitys_checker_on_cpu(selector, thinking, tmp_path, g
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     selector_line = "difficulty_based_resumable" if selector == "difficulty" else "random"
     assert selector_line in result.stdout and "1 GPU(s)" in result.stdout
+    assert f"eval taskset    {comparison.HELD_OUT_SET}: {gsm_data} [test], 4 rollout(s) per task, every 8 steps" \
+        in result.stdout
 
 
 def evaluation(folder, per_task, format_rate=1.0):
@@ -109,6 +117,31 @@ def test_the_report_compares_the_runs_from_trinitys_scalars_and_the_evaluations(
     assert "| base model | | | | | 0.375 (0.000-1.000) | 0.250 | |" in text
     assert "| steps | random | difficulty |" in text and "| 1-3 | 0.567 / 0.400 | 0.400 / 0.500 |" in text
     assert (out / "comparison.png").stat().st_size > 0
+
+
+def test_time_to_baseline_is_where_bots_first_reaches_randoms_last_held_out_accuracy(tmp_path):
+    out, launch = tmp_path / "bots", 1_000_000.0
+    # (step, accuracy, minutes from the launch) of each run's in-run evaluations
+    for selector, evaluations in (("random", [(10, 0.20, 5), (20, 0.25, 10), (30, 0.30, 15)]),
+                                  ("difficulty", [(10, 0.22, 6), (20, 0.31, 12), (30, 0.35, 18)])):
+        run = out / selector / "checkpoints" / "AgentScope-MathBOTS" / f"math-{selector}"
+        (run / "log").mkdir(parents=True)
+        (run / "startup.jsonl").write_text(json.dumps({"phase": "launch", "at": launch, "pid": 1}) + "\n")
+        write_scalars(run, "explorer", {comparison.ACCURACY: [(1, 0.1)],
+                                        f"{comparison.HELD_OUT}4": [(step, value, launch + 60 * minutes)
+                                                                    for step, value, minutes in evaluations]})
+    result = comparison.report(out)
+    ttb = result["time to baseline"]
+    assert ttb["random's last"] == {"step": 30, "accuracy": pytest.approx(0.30), "minutes": pytest.approx(15)}
+    assert ttb["BOTS reached it"]["step"] == 20
+    assert ttb["ttb, steps"] == pytest.approx(20 / 30) and ttb["ttb, minutes"] == pytest.approx(12 / 15)
+    assert ("Time to baseline: random's last held-out accuracy in the run, 0.300 at step 30 (15.0 min from the "
+            "launch), BOTS reached at step 20 (12.0 min from the launch): 0.67 of the steps, 0.80 of the time."
+            ) in (out / "comparison.md").read_text()
+    never = comparison.time_to_baseline([{"step": 30, "accuracy": 0.5, "minutes": None}],
+                                        [{"step": 10, "accuracy": 0.4, "minutes": None}])
+    assert never["BOTS reached it"] is None and "ttb, steps" not in never
+    assert comparison.time_to_baseline([], [{"step": 10, "accuracy": 0.4, "minutes": None}]) is None
 
 
 def test_a_report_with_one_run_so_far_draws_what_there_is(tmp_path):
@@ -153,7 +186,9 @@ def test_bad_flags_are_refused_before_anything_starts(tmp_path, gsm_data, capsys
                           ([str(tmp_path / "none"), "--selector", "random", "--steps", "1", "--out", str(tmp_path)],
                            "no such file or folder"),
                           ([str(gsm_data), "--selector", "random", "--steps", "1", "--out", str(tmp_path),
-                            "--data", str(tmp_path)], "no train.parquet")]:
+                            "--data", str(tmp_path)], "no train.parquet"),
+                          ([str(gsm_data), "--selector", "random", "--steps", "1", "--out", str(tmp_path),
+                            "--eval-every", "-1"], "--eval-every -1: expected 0")]:
         with pytest.raises(SystemExit):
             comparison.main(argv)
         assert message in capsys.readouterr().err
