@@ -1,5 +1,6 @@
-"""experiments/bots_comparison.py on CPU: both runs' launches pass Trinity's checker with the same settings, and the
-report reads Trinity's scalars and the evaluations into the comparison (the training itself needs GPUs)."""
+"""experiments/bots_comparison on CPU: both runs' launches pass Trinity's checker with the same
+settings, and the report reads Trinity's scalars and the evaluations into the comparison (the training itself needs
+GPUs)."""
 
 import json
 import subprocess
@@ -9,7 +10,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from experiments import bots_comparison as comparison
+from experiments.bots_comparison import report as bots_report
+from experiments.bots_comparison import runs as comparison
 
 from conftest import REPO, write_checkpoint, write_scalars
 
@@ -21,27 +23,27 @@ def gsm_data(tmp_path):
     data.mkdir()
     rows = {"question": [f"What is {i} + 1?" for i in range(8)], "answer": [f"#### {i + 1}" for i in range(8)],
             "template": [i % 4 for i in range(8)], "instance": [i // 4 for i in range(8)]}
-    pq.write_table(pa.table({**rows, **{c: [0.25] * 8 for c in comparison.DEFAULT_FEATURES}}), data / "train.parquet")
+    pq.write_table(pa.table({**rows, **{c: [0.25] * 8 for c in bots_report.DEFAULT_FEATURES}}), data / "train.parquet")
     pq.write_table(pa.table(rows), data / "test.parquet")
     return data
 
 
 def args(**overrides):
     return SimpleNamespace(**{"seed": 42, "batch": 16, "group": 8, "lr": 1e-6, "save_every": 5, "steps": None,
-                              "features": comparison.DEFAULT_FEATURES, "set": [], "thinks": True, "eval_every": 8,
+                              "features": bots_report.DEFAULT_FEATURES, "set": [], "thinks": True, "eval_every": 8,
                               "repeats": 4, **overrides})
 
 
 def test_both_runs_share_every_setting_but_the_selector_and_its_features(tmp_path, gsm_data):
     commands = {s: comparison.train_command(s, tmp_path / "m", gsm_data, tmp_path / "c", args())
-                for s in comparison.CONFIGS}
+                for s in bots_report.CONFIGS}
     settings = {s: {flag for flag in command if flag.startswith("--set=")} for s, command in commands.items()}
     only_bots = settings["difficulty"] - settings["random"]
     assert only_bots == {"--set=buffer.explorer_input.taskset.data_selector.feature_keys="
-                         + json.dumps(comparison.DEFAULT_FEATURES)}
+                         + json.dumps(bots_report.DEFAULT_FEATURES)}
     assert settings["random"] <= settings["difficulty"]
     assert '--set=data_processor.experience_pipeline.operators=[{"name": "pass_rate_calculator"}]' in settings["random"]
-    held_out = [{"name": comparison.HELD_OUT_SET, "path": str(gsm_data), "split": "test", "repeat_times": 4}]
+    held_out = [{"name": bots_report.HELD_OUT_SET, "path": str(gsm_data), "split": "test", "repeat_times": 4}]
     assert {"--set=explorer.eval_interval=8",
             f"--set=buffer.explorer_input.eval_tasksets={json.dumps(held_out)}"} <= settings["random"]
     without = comparison.train_command("random", tmp_path / "m", gsm_data, tmp_path / "c", args(eval_every=0))
@@ -74,7 +76,7 @@ def test_each_run_passes_trinitys_checker_on_cpu(selector, thinking, tmp_path, g
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     selector_line = "difficulty_based_resumable" if selector == "difficulty" else "random"
     assert selector_line in result.stdout and "1 GPU(s)" in result.stdout
-    assert f"eval taskset    {comparison.HELD_OUT_SET}: {gsm_data} [test], 4 rollout(s) per task, every 8 steps" \
+    assert f"eval taskset    {bots_report.HELD_OUT_SET}: {gsm_data} [test], 4 rollout(s) per task, every 8 steps" \
         in result.stdout
 
 
@@ -97,17 +99,17 @@ def test_the_report_compares_the_runs_from_trinitys_scalars_and_the_evaluations(
                                        ("difficulty", [0.5, 0.5], [[1, 0], [1, 1], [1, 1], [0, 1]])):
         run = out / selector / "checkpoints" / "AgentScope-MathBOTS" / f"math-{selector}"
         (run / "log").mkdir(parents=True)
-        write_scalars(run, "explorer", {comparison.ACCURACY: [(1, 0.3), (2, 0.5), (3, 0.9)][:len(effective)],
-                                        comparison.EFFECTIVE: list(enumerate(effective, start=1)),
-                                        comparison.TOOL_CALLS: [(1, 1.0), (2, 2.0), (3, 2.0)][:len(effective)]})
+        write_scalars(run, "explorer", {bots_report.ACCURACY: [(1, 0.3), (2, 0.5), (3, 0.9)][:len(effective)],
+                                        bots_report.EFFECTIVE: list(enumerate(effective, start=1)),
+                                        bots_report.TOOL_CALLS: [(1, 1.0), (2, 2.0), (3, 2.0)][:len(effective)]})
         evaluation(out / selector / "after", after)
-    result = comparison.report(out)
-    assert result["runs"]["random"][f"mean {comparison.EFFECTIVE}"] == pytest.approx(0.4)
+    result = bots_report.report(out)
+    assert result["runs"]["random"][f"mean {bots_report.EFFECTIVE}"] == pytest.approx(0.4)
     assert result["shared steps"]["steps"] == 2
-    assert result["shared steps"]["random"][comparison.ACCURACY] == pytest.approx(0.4)
+    assert result["shared steps"]["random"][bots_report.ACCURACY] == pytest.approx(0.4)
     assert result["effective-task ratio, BOTS / random"] == pytest.approx(2.5)
     bots = result["runs"]["difficulty"]
-    assert bots["steps"] == 2 and bots[f"mean {comparison.TOOL_CALLS}"] == pytest.approx(1.5)
+    assert bots["steps"] == 2 and bots[f"mean {bots_report.TOOL_CALLS}"] == pytest.approx(1.5)
     assert bots["after vs before"]["better"] == 3 and bots["after vs before"]["worse"] == 0
     assert result["runs"]["random"]["after vs before"] == {"better": 0, "worse": 0, "p": 1.0}
     assert result["BOTS after vs random after"]["better"] == 3
@@ -127,10 +129,10 @@ def test_time_to_baseline_is_where_bots_first_reaches_randoms_last_held_out_accu
         run = out / selector / "checkpoints" / "AgentScope-MathBOTS" / f"math-{selector}"
         (run / "log").mkdir(parents=True)
         (run / "startup.jsonl").write_text(json.dumps({"phase": "launch", "at": launch, "pid": 1}) + "\n")
-        write_scalars(run, "explorer", {comparison.ACCURACY: [(1, 0.1)],
-                                        f"{comparison.HELD_OUT}4": [(step, value, launch + 60 * minutes)
+        write_scalars(run, "explorer", {bots_report.ACCURACY: [(1, 0.1)],
+                                        f"{bots_report.HELD_OUT}4": [(step, value, launch + 60 * minutes)
                                                                     for step, value, minutes in evaluations]})
-    result = comparison.report(out)
+    result = bots_report.report(out)
     ttb = result["time to baseline"]
     assert ttb["random's last"] == {"step": 30, "accuracy": pytest.approx(0.30), "minutes": pytest.approx(15)}
     assert ttb["BOTS reached it"]["step"] == 20
@@ -138,20 +140,20 @@ def test_time_to_baseline_is_where_bots_first_reaches_randoms_last_held_out_accu
     assert ("Time to baseline: random's last held-out accuracy in the run, 0.300 at step 30 (15.0 min from the "
             "launch), BOTS reached at step 20 (12.0 min from the launch): 0.67 of the steps, 0.80 of the time."
             ) in (out / "comparison.md").read_text()
-    never = comparison.time_to_baseline([{"step": 30, "accuracy": 0.5, "minutes": None}],
+    never = bots_report.time_to_baseline([{"step": 30, "accuracy": 0.5, "minutes": None}],
                                         [{"step": 10, "accuracy": 0.4, "minutes": None}])
     assert never["BOTS reached it"] is None and "ttb, steps" not in never
-    assert comparison.time_to_baseline([], [{"step": 10, "accuracy": 0.4, "minutes": None}]) is None
+    assert bots_report.time_to_baseline([], [{"step": 10, "accuracy": 0.4, "minutes": None}]) is None
 
 
 def test_a_report_with_one_run_so_far_draws_what_there_is(tmp_path):
     out = tmp_path / "bots"
     run = out / "random" / "checkpoints" / "P" / "N"
     (run / "log").mkdir(parents=True)
-    write_scalars(run, "explorer", {comparison.ACCURACY: [(1, 0.25)]})
-    result = comparison.report(out)
+    write_scalars(run, "explorer", {bots_report.ACCURACY: [(1, 0.25)]})
+    result = bots_report.report(out)
     assert list(result["runs"]) == ["random"] and "effective-task ratio, BOTS / random" not in result
-    assert result["runs"]["random"][f"mean {comparison.EFFECTIVE}"] is None
+    assert result["runs"]["random"][f"mean {bots_report.EFFECTIVE}"] is None
     assert "| random | 1 | 0.250 | - |" in (out / "comparison.md").read_text()
 
 
@@ -161,7 +163,7 @@ def test_the_report_sets_what_each_selector_picked_against_the_reference_rates_a
     pq.write_table(pa.table({"qwen_coder_0.5b_pass_rate": [0.0, 0.0, 0.5, 0.25]}), data / "train.parquet")
     run = tmp_path / "bots" / "random" / "checkpoints" / "P" / "N"
     (run / "log").mkdir(parents=True)
-    write_scalars(run, "explorer", {comparison.ACCURACY: [(1, 0.25), (2, 0.25)]})
+    write_scalars(run, "explorer", {bots_report.ACCURACY: [(1, 0.25), (2, 0.25)]})
     (run / "buffer").mkdir()
     # (explore step, task row, rollout, reward); row 2's second rollout took two model calls, two experiences
     experiences = [(1, 0, 0, 0.0), (1, 0, 1, 0.0), (1, 2, 0, 0.0), (1, 2, 1, 1.0), (1, 2, 1, 1.0),
@@ -169,13 +171,13 @@ def test_the_report_sets_what_each_selector_picked_against_the_reference_rates_a
     (run / "buffer" / "experience_buffer.jsonl").write_text("".join(
         json.dumps({"eid": {"batch": step, "run": rollout}, "info": {"task_index": {"index": row}}, "reward": reward})
         + "\n" for step, row, rollout, reward in experiences))
-    run = comparison.report(tmp_path / "bots", data)["runs"]["random"]
+    run = bots_report.report(tmp_path / "bots", data)["runs"]["random"]
     assert run["picks"] == {"picks": 5, "distinct": 4, "reference above 0": 0.4,
                             "effective, reference 0": pytest.approx(1 / 3), "effective, reference above 0": 0.5}
     assert run["outcomes"] == [{"first": 1, "all wrong": 0.4, "all right": 0.2}]
     text = (tmp_path / "bots" / "comparison.md").read_text()
     assert "| random | 5 | 4 | 0.400 | 0.333 | 0.500 |" in text and "| 1-2 | 0.400 / 0.200 |" in text
-    assert comparison.report(tmp_path / "bots")["runs"]["random"]["picks"] is None  # no split: no table
+    assert bots_report.report(tmp_path / "bots")["runs"]["random"]["picks"] is None  # no split: no table
     assert "What each selector picked" not in (tmp_path / "bots" / "comparison.md").read_text()
 
 
@@ -195,9 +197,9 @@ def test_bad_flags_are_refused_before_anything_starts(tmp_path, gsm_data, capsys
 
 
 def test_evaluations_of_different_tasks_are_not_paired():
-    assert comparison.paired({"per task": {0: 1.0}}, {"per task": {1: 0.0}}) == \
+    assert bots_report.paired({"per task": {0: 1.0}}, {"per task": {1: 0.0}}) == \
         {"error": "the two evaluations are of different tasks"}
-    assert comparison.paired({"per task": {0: 0.0, 1: 1.0}}, {"per task": {0: 0.5, 1: 1.0}}) == \
+    assert bots_report.paired({"per task": {0: 0.0, 1: 1.0}}, {"per task": {0: 0.5, 1: 1.0}}) == \
         {"better": 1, "worse": 0, "p": 1.0}
 
 
@@ -242,9 +244,9 @@ def test_the_whole_script_runs_both_selectors_with_a_fixture_server_and_recorded
         (run / "log").mkdir()
         (run / "latest_checkpointed_iteration.txt").write_text("2")
         effective = 0.25 if selector == "random" else 0.5
-        write_scalars(run, "explorer", {comparison.ACCURACY: [(1, 0.1), (2, 0.2)],
-                                        comparison.EFFECTIVE: [(1, effective), (2, effective)],
-                                        comparison.TOOL_CALLS: [(1, 0.0), (2, 0.5)]})
+        write_scalars(run, "explorer", {bots_report.ACCURACY: [(1, 0.1), (2, 0.2)],
+                                        bots_report.EFFECTIVE: [(1, effective), (2, effective)],
+                                        bots_report.TOOL_CALLS: [(1, 0.0), (2, 0.5)]})
         return Step(0, 1.0)
 
     monkeypatch.setattr(comparison, "vllm_server", fixture_server)

@@ -89,3 +89,15 @@ def test_the_reference_model_on_the_gpu_or_not_gives_the_same_log_probs(runs):
     on_gpu, offloaded = runs["varlen"], runs["varlen-ref-cpu"]
     assert offloaded["reference offloaded to the CPU"] is True and on_gpu["reference offloaded to the CPU"] is False
     assert on_gpu["reference log-probs of the first step"] == offloaded["reference log-probs of the first step"]
+
+
+@pytest.mark.parametrize("setting,liger,checkpointing", [("varlen", False, True), ("liger", True, True),
+                                                         ("varlen-no-ckpt", False, False),
+                                                         ("liger-no-ckpt", True, False)])
+def test_issue_36s_levers_reach_verls_model_config(setting, liger, checkpointing, tiny_model, tmp_path):
+    from trinity.trainer.verl.config import build_verl_config
+
+    from experiments.trainer_speed.settings import trinity_config
+
+    model = build_verl_config(trinity_config("frozenlake", tiny_model, tmp_path, setting)).model
+    assert (model.get("use_liger", False), model.enable_gradient_checkpointing) == (liger, checkpointing)

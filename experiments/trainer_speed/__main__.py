@@ -115,6 +115,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  ceiling ({ceiling['ceiling']['from']}, {budget} tokens a micro-batch): "
                   f"{ceiling['ceiling']['tokens/s']:,.0f} tokens/s, MFU {ceiling['ceiling']['MFU']:.1%}; forward only "
                   f"{ceiling['ceiling']['forward only tokens/s']:,.0f} tokens/s", flush=True)
+            if "ceiling with levers" in ceiling:
+                levers = ceiling["ceiling with levers"]
+                print(f"  ceiling with levers ({levers['from']}): {levers['tokens/s']:,.0f} tokens/s, "
+                      f"MFU {levers['MFU']:.1%}, peak {levers['peak allocated (GiB)']:.0f} GiB", flush=True)
         add_gaps(results)
         summary[example] = {"architecture": scale.architecture, "settings": results, "ceiling": ceiling,
                             "packing changes nothing": packing_changes_nothing(results)}

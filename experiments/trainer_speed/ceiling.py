@@ -1,4 +1,7 @@
-"""The trainer benchmark's ceiling: the bare model's forward and backward over the same sequences."""
+"""The trainer benchmark's ceilings: the bare model's forward and backward over the same sequences, as
+transformers runs it (with activation checkpointing, as the trainer does), and with the levers of issue
+36 where they fit: liger-kernel's RMSNorm, SwiGLU and RoPE (as verl's `use_liger` applies them, without
+the fused cross-entropy), and no activation checkpointing."""
 
 from __future__ import annotations
 
@@ -51,9 +54,14 @@ def run_ceiling(example: str, model: Path, budget: int, steps: int) -> dict:
             if backward:
                 loss.backward()
 
-    def measure(attn: str, run) -> dict:
+    def measure(attn: str, run, liger: bool = False, checkpointing: bool = True) -> dict:
         model_ = AutoModelForCausalLM.from_pretrained(model, dtype=torch.bfloat16, attn_implementation=attn).cuda()
-        model_.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        if liger:
+            from liger_kernel.transformers.monkey_patch import _apply_liger_kernel_to_instance
+
+            _apply_liger_kernel_to_instance(model=model_, fused_linear_cross_entropy=False, swiglu=True)
+        if checkpointing:
+            model_.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         model_.train()
         params = sum(p.numel() for p in model_.parameters())
         torch.cuda.reset_peak_memory_stats()
@@ -75,6 +83,23 @@ def run_ceiling(example: str, model: Path, budget: int, steps: int) -> dict:
               "padded (sdpa)": measure("sdpa", padded_pass)}
     best = max(("packed (varlen)", "padded (sdpa)"), key=lambda k: result[k]["tokens/s"])
     result["ceiling"] = {"from": best, **result[best]}
+
+    try:
+        import liger_kernel  # noqa: F401  (only to know whether the liger levers can run here)
+        levers = {"packed, liger": (True, True), "packed, no checkpointing": (False, False),
+                  "packed, liger, no checkpointing": (True, False)}
+    except ImportError:
+        levers = {"packed, no checkpointing": (False, False)}
+    for name, (liger, checkpointing) in levers.items():
+        try:
+            result[name] = measure(packed_attention.NAME, packed_pass, liger=liger, checkpointing=checkpointing)
+        except torch.cuda.OutOfMemoryError:
+            result[name] = {"error": "out of memory"}
+        torch.cuda.empty_cache()  # here, not in `except`: the exception's frames hold the model until it ends
+    measured = [name for name in levers if "error" not in result[name]]
+    if measured:
+        best = max(measured, key=lambda k: result[k]["tokens/s"])
+        result["ceiling with levers"] = {"from": best, **result[best]}
     return result
 
 

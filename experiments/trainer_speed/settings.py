@@ -9,6 +9,9 @@ from rftkit.overrides import REF_DTYPE_KEY
 from runkit.examples import EXAMPLES
 
 REF_OFFLOAD_KEY = "trainer.trainer_config.ref.fsdp_config.param_offload"  # rftkit.trainer.ref_model reads it
+# verl's model switches, as Trinity-RFT 0.6.0 merges trainer_config's flat `model` section into verl's config
+LIGER_KEY = "trainer.trainer_config.model.use_liger"  # liger-kernel's RMSNorm, SwiGLU and RoPE (lock-gpu.txt)
+CHECKPOINTING_KEY = "trainer.trainer_config.model.enable_gradient_checkpointing"
 
 # The setting the others' log-probs are checked against: padded sdpa, log-probs in fp32 through
 # rftkit.trainer.logprobs (verl's row-by-row fallback in `before` rounds them to bf16 on CPU; on the H200 it
@@ -33,6 +36,11 @@ SETTINGS = {
     "varlen-32k": dict(attn="varlen", old_setup=False, sync=False, overrides={"trainer.max_token_len_per_gpu": 32768}),
     # the default, with the reference model where verl puts it (rftkit.trainer.ref_model): on the CPU
     "varlen-ref-cpu": dict(attn="varlen", old_setup=False, sync=False, overrides={REF_OFFLOAD_KEY: True}),
+    # issue 36's levers on the default: liger-kernel's fused layers; no activation checkpointing; both
+    "liger": dict(attn="varlen", old_setup=False, sync=False, overrides={LIGER_KEY: True}),
+    "varlen-no-ckpt": dict(attn="varlen", old_setup=False, sync=False, overrides={CHECKPOINTING_KEY: False}),
+    "liger-no-ckpt": dict(attn="varlen", old_setup=False, sync=False,
+                          overrides={LIGER_KEY: True, CHECKPOINTING_KEY: False}),
 }
 # what runs without --settings: the old and the new, and for FrozenLake, whose 3B model makes the reference
 # pass and the micro-batch budget count, both variants of the new

@@ -1,69 +1,25 @@
-"""BOTS against random with a real model on one GPU: the same training twice, then compared.
+"""The BOTS comparison's report: what the runs in <out> did, side by side.
 
-    python -m experiments.bots_comparison MODEL --selector random --out outputs/bots --minutes 20
-    python -m experiments.bots_comparison MODEL --selector difficulty --out outputs/bots --minutes 20
-    python -m experiments.bots_comparison --report-only --out outputs/bots
-
-Upstream's math example exists to show that Trinity's `difficulty_based` task selection (BOTS) trains
-better than `random`. This trains `configs/config_random.yaml` and `configs/config_difficulty.yaml`
-with the same model, data, seed, batch, group, learning rate and time budget, one selector per call
-(one 30-minute hold of one GPU holds one run), and compares them.
-
-Data: the GSM-Symbolic splits (`scripts/prepare_math_data.py --source gsm-symbolic`) with reference
-pass-rate columns (`python -m experiments.math_pass_rates`), named by `--features`, weakest first:
-BOTS's priors.
-
-The shipped configs are upstream's, sized for 8 GPUs; the one-GPU variant is ONE_GPU below, applied
-with the launcher's --set: shorter replies and context, and checkpoints to evaluate. Both runs also
-get Trinity's `pass_rate_calculator` operator (the BOTS config has it already; the random selector
-ignores its feedback): its `selection/valid_ratio`, the share of a step's tasks whose rollouts
-neither all failed nor all succeeded, is the effective-task ratio, the tasks GRPO learns from.
-
-A call, in order: (1) the base model on the test split, once, into <out>/before; (2) training for
-`--minutes` (or `--steps`) into <out>/<selector>, with Trinity evaluating the policy on the test split
-every `--eval-every` steps through the run's own engine; (3) its last checkpoint on the test split, into
-<out>/<selector>/after; (4) the report over every run there is: <out>/comparison.{md,json,png}, per
-step the rollout accuracy, the effective-task ratio and the code executions per rollout (with means
-per 10 steps, and BOTS over random on the steps both runs made), how often each run's picks had
-rollouts all wrong or all right, what each selector picked against the strongest reference's pass
-rates, and the held-out accuracy and share of boxed answers before and after each run, with 95%
-intervals and a task-by-task sign test. With both runs' in-run evaluations, it also gives the BOTS
-paper's time to baseline: the first evaluation at which BOTS reached random's last held-out accuracy,
-in steps and in minutes from the launch, over random's own.
+Per step, from each run's tensorboard files: rollout accuracy, the effective-task ratio (Trinity's
+`pass_rate_calculator`: the share of a step's tasks whose rollouts were neither all right nor all
+wrong) and code executions per rollout, with means per WINDOW steps and BOTS over random on the steps
+both runs made; from the experience queue, how often each run's picks were all wrong or all right and
+what each selector picked against a reference model's pass rates; held-out accuracy before and after
+each run (`scripts/evaluate.py`'s folders), with 95% intervals and a task-by-task sign test; and, from
+the runs' in-run evaluations, held-out accuracy along the way and the BOTS paper's time to baseline.
+Written to <out>/comparison.{json,md,png}.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
-import time
 from pathlib import Path
 
 from math_bots.example import MATH
-from rftkit.cli import ArgumentParser
-from runkit.commands import evaluate_command, launch_command
-from runkit.runs import job_dir, last_checkpoint
-from runkit.serving import model_folder, parser_flags, thinks, vllm_server
-from runkit.steps import log, run_step
-from runkit.training_flags import check_model_and_length
+from runkit.runs import job_dir
 
-from rftkit.example import REPO  # the checkout's root
-
-CONFIGS = MATH.configs  # task selector -> config file
-DEFAULT_FEATURES = ["smollm2_pass_rate", "qwen_coder_0.5b_pass_rate"]
-# The one-GPU variant of both configs (upstream's: 24,576-token context, 16,384-token replies, 8 GPUs).
-ONE_GPU = {
-    "model.max_model_len": 8192,
-    "model.max_response_tokens": 1024,
-    "trainer.max_token_len_per_gpu": 16384,
-    "explorer.max_timeout": 600,
-    # evaluation is this script's steps 1 and 3, on the same test split for both runs
-    "explorer.eval_on_startup": False,
-    "explorer.eval_interval": 10 ** 6,
-    "buffer.explorer_input.eval_tasksets": [],
-    "data_processor.experience_pipeline.operators": [{"name": "pass_rate_calculator"}],
-}
+CONFIGS = MATH.configs  # task selector -> config file: the runs' folders under <out>
+DEFAULT_FEATURES = ["smollm2_pass_rate", "qwen_coder_0.5b_pass_rate"]  # BOTS's priors, weakest first
 # Trinity's tensorboard tags: what the report draws.
 ACCURACY, EFFECTIVE, TOOL_CALLS = ("rollout/accuracy/mean", "experience_pipeline/selection/valid_ratio",
                                    "rollout/tool_calls/mean")
@@ -71,27 +27,6 @@ HELD_OUT_SET = "held_out"  # the in-run evaluation's taskset: the test split
 HELD_OUT = f"eval/{HELD_OUT_SET}/accuracy/mean@"  # Trinity appends the rollouts per task
 WINDOW = 10  # steps per row of the report's table over time
 GOAL = 1.5  # the report's bar: BOTS's effective-task ratio at 1.5 times random's or more, averaged over the steps
-
-
-def train_command(selector: str, model: Path, data: Path, checkpoints: Path, args: argparse.Namespace) -> list[str]:
-    settings = {**ONE_GPU, "buffer.explorer_input.taskset.path": str(data),
-                "buffer.explorer_input.taskset.data_selector.seed": args.seed,
-                "buffer.batch_size": args.batch, "algorithm.repeat_times": args.group,
-                "algorithm.optimizer.lr": args.lr,
-                "trainer.save_interval": args.save_every, "trainer.save_hf_checkpoint": "always",
-                "trainer.max_checkpoints_to_keep": 2}
-    if selector == "difficulty":
-        settings["buffer.explorer_input.taskset.data_selector.feature_keys"] = args.features
-    if not args.thinks:  # the configs name Qwen3's reasoning parser, which needs `</think>`
-        settings["explorer.rollout_model.reasoning_parser"] = None
-    if args.steps is not None:
-        settings["buffer.total_steps"] = args.steps
-    if args.eval_every:
-        settings["explorer.eval_interval"] = args.eval_every
-        settings["buffer.explorer_input.eval_tasksets"] = [{"name": HELD_OUT_SET, "path": str(data), "split": "test",
-                                                            "repeat_times": args.repeats}]
-    return launch_command(MATH, config=CONFIGS[selector], model=model, checkpoints=checkpoints, settings=settings,
-                          extra=args.set)
 
 
 def curves(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
@@ -376,71 +311,3 @@ def draw(result: dict, path: Path) -> None:
         ax.legend(fontsize=8)
     fig.tight_layout()
     save_png(fig, path)
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = ArgumentParser(prog="python -m experiments.bots_comparison", description=__doc__)
-    parser.add_argument("model", type=Path, nargs="?", help="HF model folder, or a .gguf file to convert")
-    parser.add_argument("--selector", choices=list(CONFIGS),
-                        help="which run this call makes (required unless --report-only)")
-    parser.add_argument("--out", type=Path, required=True, help="both runs' folder")
-    parser.add_argument("--data", type=Path, default=REPO / "data" / "math_bots" / "gsm_symbolic",
-                        help="train and test splits (default: %(default)s)")
-    parser.add_argument("--features", nargs="+", default=DEFAULT_FEATURES,
-                        help="pass-rate columns for BOTS, weakest first (default: %(default)s)")
-    parser.add_argument("--minutes", type=float,
-                        help="stop training after this much wall time (start-up included; default: no limit)")
-    parser.add_argument("--steps", type=int, help="explore steps (default: as many as --minutes allows)")
-    parser.add_argument("--save-every", type=int, default=5, help="trainer steps between checkpoints")
-    parser.add_argument("--batch", type=int, default=16, help="problems per step (default: %(default)s, upstream's)")
-    parser.add_argument("--group", type=int, default=8, help="rollouts per problem (default: %(default)s, upstream's)")
-    parser.add_argument("--lr", type=float, default=1e-6, help="learning rate (default: %(default)s, upstream's)")
-    parser.add_argument("--seed", type=int, default=42, help="the task selector's seed (default: %(default)s)")
-    parser.add_argument("--repeats", type=int, default=4, help="evaluation episodes per test task")
-    parser.add_argument("--eval-every", type=int, default=8, metavar="STEPS",
-                        help="explore steps between in-run evaluations on the test split, a multiple of the "
-                             "configs' sync interval, 4 (Trinity rounds it to one); 0: none (default: %(default)s)")
-    parser.add_argument("--max-model-len", type=int, default=ONE_GPU["model.max_model_len"],
-                        help="vLLM context for the evaluations (default: %(default)s)")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="passed to the launcher")
-    parser.add_argument("--report-only", action="store_true", help="only redraw the comparison from <out>")
-    args = parser.parse_args(argv)
-    out = args.out.resolve()
-    if args.report_only:
-        print(markdown(report(out, args.data.resolve(), args.features[-1])), flush=True)
-        return 0
-    if args.model is None or args.selector is None:
-        parser.error("MODEL, --selector: required unless --report-only")
-    check_model_and_length(parser, args)
-    if args.eval_every < 0:
-        parser.error(f"--eval-every {args.eval_every}: expected 0 (no in-run evaluation) or more steps")
-    data = args.data.resolve()
-    for split in ("train", "test"):
-        if not (data / f"{split}.parquet").is_file():
-            parser.error(f"--data {data}: no {split}.parquet (scripts/prepare_math_data.py --source gsm-symbolic)")
-    out.mkdir(parents=True, exist_ok=True)
-    started = time.time()
-    model = model_folder(args.model, out / "model")
-    args.thinks = thinks(model)
-    flags = parser_flags(MATH.config_path(args.selector), model, thinking=args.thinks)
-    max_tokens = ONE_GPU["model.max_response_tokens"]
-    if held_out(out / "before") is None:
-        with vllm_server(model, model, out / "serve_before.log", args.max_model_len, flags) as url:
-            run_step(evaluate_command(url, data, out / "before", args.repeats, max_tokens, task="math"),
-                     out / "eval_before.log", check=True)
-    run_dir = out / args.selector
-    run_dir.mkdir(exist_ok=True)
-    log(f"training with the {args.selector} selector")
-    run_step(train_command(args.selector, model, data, run_dir / "checkpoints", args), run_dir / "train.log",
-             timeout=None if args.minutes is None else args.minutes * 60, on_timeout="interrupt", check=True)
-    trained = last_checkpoint(run_dir / "checkpoints")
-    with vllm_server(trained, model, run_dir / "serve_after.log", args.max_model_len, flags) as url:
-        run_step(evaluate_command(url, data, run_dir / "after", args.repeats, max_tokens, task="math"),
-                 run_dir / "eval_after.log", check=True)
-    print(markdown(report(out, data, args.features[-1])), flush=True)
-    log(f"done in {time.time() - started:.0f} s: {out}/comparison.md, {out}/comparison.png")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
