@@ -31,7 +31,7 @@ def gsm_data(tmp_path):
 def args(**overrides):
     return SimpleNamespace(**{"seed": 42, "batch": 16, "group": 8, "lr": 1e-6, "save_every": 5, "steps": None,
                               "features": bots_report.DEFAULT_FEATURES, "set": [], "thinks": True, "eval_every": 8,
-                              "repeats": 4, **overrides})
+                              "eval_repeats": 2, **overrides})
 
 
 def test_both_runs_share_every_setting_but_the_selector_and_its_features(tmp_path, gsm_data):
@@ -43,7 +43,7 @@ def test_both_runs_share_every_setting_but_the_selector_and_its_features(tmp_pat
                          + json.dumps(bots_report.DEFAULT_FEATURES)}
     assert settings["random"] <= settings["difficulty"]
     assert '--set=data_processor.experience_pipeline.operators=[{"name": "pass_rate_calculator"}]' in settings["random"]
-    held_out = [{"name": bots_report.HELD_OUT_SET, "path": str(gsm_data), "split": "test", "repeat_times": 4}]
+    held_out = [{"name": bots_report.HELD_OUT_SET, "path": str(gsm_data), "split": "test", "repeat_times": 2}]
     assert {"--set=explorer.eval_interval=8",
             f"--set=buffer.explorer_input.eval_tasksets={json.dumps(held_out)}"} <= settings["random"]
     without = comparison.train_command("random", tmp_path / "m", gsm_data, tmp_path / "c", args(eval_every=0))
@@ -76,7 +76,7 @@ def test_each_run_passes_trinitys_checker_on_cpu(selector, thinking, tmp_path, g
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     selector_line = "difficulty_based_resumable" if selector == "difficulty" else "random"
     assert selector_line in result.stdout and "1 GPU(s)" in result.stdout
-    assert f"eval taskset    {bots_report.HELD_OUT_SET}: {gsm_data} [test], 4 rollout(s) per task, every 8 steps" \
+    assert f"eval taskset    {bots_report.HELD_OUT_SET}: {gsm_data} [test], 2 rollout(s) per task, every 8 steps" \
         in result.stdout
 
 
@@ -190,7 +190,9 @@ def test_bad_flags_are_refused_before_anything_starts(tmp_path, gsm_data, capsys
                           ([str(gsm_data), "--selector", "random", "--steps", "1", "--out", str(tmp_path),
                             "--data", str(tmp_path)], "no train.parquet"),
                           ([str(gsm_data), "--selector", "random", "--steps", "1", "--out", str(tmp_path),
-                            "--eval-every", "-1"], "--eval-every -1: expected 0")]:
+                            "--eval-every", "-1"], "--eval-every -1: expected 0"),
+                          ([str(gsm_data), "--selector", "random", "--steps", "1", "--out", str(tmp_path),
+                            "--eval-repeats", "0"], "--eval-repeats 0: expected 1 or more")]:
         with pytest.raises(SystemExit):
             comparison.main(argv)
         assert message in capsys.readouterr().err

@@ -47,7 +47,7 @@ def train_command(selector: str, model: Path, data: Path, checkpoints: Path, arg
     if args.eval_every:
         settings["explorer.eval_interval"] = args.eval_every
         settings["buffer.explorer_input.eval_tasksets"] = [{"name": HELD_OUT_SET, "path": str(data), "split": "test",
-                                                            "repeat_times": args.repeats}]
+                                                            "repeat_times": args.eval_repeats}]
     return launch_command(MATH, config=CONFIGS[selector], model=model, checkpoints=checkpoints, settings=settings,
                           extra=args.set)
 
@@ -76,6 +76,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--eval-every", type=int, default=8, metavar="STEPS",
                         help="explore steps between in-run evaluations on the test split, a multiple of the "
                              "configs' sync interval, 4 (Trinity rounds it to one); 0: none (default: %(default)s)")
+    parser.add_argument("--eval-repeats", type=int, default=1,
+                        help="rollouts per test task in each in-run evaluation: each costs about the rollouts of "
+                             "test tasks x this / (batch x group) steps (default: %(default)s)")
     parser.add_argument("--max-model-len", type=int, default=ONE_GPU["model.max_model_len"],
                         help="vLLM context for the evaluations (default: %(default)s)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="passed to the launcher")
@@ -90,6 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     check_model_and_length(parser, args)
     if args.eval_every < 0:
         parser.error(f"--eval-every {args.eval_every}: expected 0 (no in-run evaluation) or more steps")
+    if args.eval_repeats < 1:
+        parser.error(f"--eval-repeats {args.eval_repeats}: expected 1 or more rollouts per test task")
     data = args.data.resolve()
     for split in ("train", "test"):
         if not (data / f"{split}.parquet").is_file():
