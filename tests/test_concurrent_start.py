@@ -66,7 +66,7 @@ def test_a_trainer_that_moved_fails_naming_the_version(body):
             def prepare(self):
                 return None
 
-    with pytest.raises(RuntimeError, match="as Trinity-RFT 0.6.0 did.*unset RFTKIT_CONCURRENT_START"):
+    with pytest.raises(RuntimeError, match="as Trinity-RFT 0.6.0 did.*set RFTKIT_CONCURRENT_START=0"):
         concurrent_start.defer_worker_init(types.SimpleNamespace(VERLTrainer=Moved))
 
 

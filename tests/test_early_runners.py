@@ -215,7 +215,7 @@ def test_code_that_moved_fails_naming_the_version(patch, shape):
     namespace = types.SimpleNamespace(
         Explorer=type("Explorer", (), {"prepare": prepare}), RolloutCoordinator=type("C", (), {"prepare": prepare}),
         Allocator=type("Allocator", (), {"get_model": get_model}), WorkflowRunner=type("W", (), {"prepare": prepare}))
-    with pytest.raises(RuntimeError, match="Trinity-RFT 0.6.0.*unset RFTKIT_EARLY_RUNNERS"):
+    with pytest.raises(RuntimeError, match="Trinity-RFT 0.6.0.*set RFTKIT_EARLY_RUNNERS=0"):
         getattr(early_runners, patch)(namespace)
 
 

@@ -57,7 +57,7 @@ def test_an_async_llm_that_moved_fails_naming_the_versions():
         def from_engine_args(cls, vllm_config):
             return vllm_config
 
-    with pytest.raises(RuntimeError, match="unlike Trinity-RFT 0.6.0 and vLLM 0.23.0.*unset RFTKIT_LEAN_ENGINE"):
+    with pytest.raises(RuntimeError, match="unlike Trinity-RFT 0.6.0 and vLLM 0.23.0.*set RFTKIT_LEAN_ENGINE=0"):
         lean_engine.patch_async_llm(types.SimpleNamespace(AsyncLLM=Moved))
 
 

@@ -37,7 +37,8 @@ def defer_worker_init(module: ModuleType) -> None:
             or not source_has(trainer.__init__, CALLED_IN_INIT)):
         raise RuntimeError(f"rftkit.trainer.concurrent_start: {VERL_TRAINER}.VERLTrainer no longer builds its "
                            f"workers in __init__ with {CALLED_IN_INIT} before an async prepare(), as Trinity-RFT "
-                           f"0.6.0 did; this patch must be checked against it (or unset {SWITCH_ENV})")
+                           f"0.6.0 did; this patch must be checked against it "
+                           f"(or set {SWITCH_ENV}=0 in the launch's environment)")
 
     def _init_workers(self):  # called by __init__: remembered, not done
         self._rftkit_workers_pending = True

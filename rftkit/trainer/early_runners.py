@@ -33,7 +33,7 @@ _early: dict[int, object] = {}  # id(config) -> the coordinator an explorer made
 
 def _moved(what: str) -> RuntimeError:
     return RuntimeError(f"rftkit.trainer.early_runners: {what}, as Trinity-RFT {TRINITY_VERSION} did not; "
-                        f"this patch must be checked against it (or unset {SWITCH_ENV})")
+                        f"this patch must be checked against it (or set {SWITCH_ENV}=0 in the launch's environment)")
 
 
 def _unpatched(cls: type, method: str, texts: list[str], moved: str, coroutine: bool = False):

@@ -41,7 +41,7 @@ REGISTRY = "vllm.model_executor.models.registry"
 
 def _moved(what: str) -> RuntimeError:
     return RuntimeError(f"rftkit.trainer.lean_engine: {what}, unlike {VERSIONS}; "
-                        f"this patch must be checked against it (or unset {SWITCH_ENV})")
+                        f"this patch must be checked against it (or set {SWITCH_ENV}=0 in the launch's environment)")
 
 
 def one_gpu(engine_args) -> bool:
