@@ -130,6 +130,11 @@ def ray_cli(*args: str) -> None:
 FAST_START = (concurrent_start.SWITCH_ENV, early_runners.SWITCH_ENV, lean_engine.SWITCH_ENV)
 
 
+def fast_start_switches() -> dict[str, str]:
+    """The FAST_START switches as the workers get them: on ("1") unless this process's environment sets one."""
+    return {name: os.environ.get(name) or "1" for name in FAST_START}
+
+
 def connect_ray(trinity_config, timeline: os.PathLike | None = None) -> None:
     """Connect to Ray as Trinity's run_stage() would, with rftkit.workers' setup hook in every worker process
     (the colocated one on one GPU), the FAST_START switches on unless set to 0 and, with `timeline`,
@@ -141,8 +146,7 @@ def connect_ray(trinity_config, timeline: os.PathLike | None = None) -> None:
     env_vars = trinity_config.get_envs()
     if timeline is not None:  # where the workers mark the start-up phases they end (rftkit.startup)
         env_vars[startup.TIMELINE_ENV] = str(timeline)
-    for name in FAST_START:  # on unless the launch's environment sets it to 0
-        env_vars[name] = os.environ.get(name) or "1"
+    env_vars.update(fast_start_switches())
     if os.environ.get(trinity_plugins.EXTRA_ENV):
         env_vars[trinity_plugins.EXTRA_ENV] = os.environ[trinity_plugins.EXTRA_ENV]
     if trinity_config.mode == "colocate":  # weights through the object store: in the engine's dtype

@@ -303,9 +303,9 @@ def summarize(config, attention_reason: str = "") -> str:
 
 def start_up(config) -> str:
     """The launch's start-up switches as the workers will get them, and how the engines compile."""
-    from rftkit.cluster import FAST_START
+    from rftkit.cluster import fast_start_switches
 
-    switches = ", ".join(f"{name}={os.environ.get(name) or '1'}" for name in FAST_START)
+    switches = ", ".join(f"{name}={value}" for name, value in fast_start_switches().items())
     compilation = (config.explorer.rollout_model.extra_engine_args or {}).get("compilation_config")
     engine = f"compilation {dict(compilation)}" if compilation else "vLLM's default compilation"
     return f"{switches}; engines: {engine}"
