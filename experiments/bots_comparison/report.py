@@ -29,31 +29,30 @@ WINDOW = 10  # steps per row of the report's table over time
 GOAL = 1.5  # the report's bar: BOTS's effective-task ratio at 1.5 times random's or more, averaged over the steps
 
 
-def curves(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
-    """The run's per-step scalars that the report uses, from the explorer's tensorboard files."""
-    from rftkit.reports.tensorboard import read_scalars
-
-    folder = job_dir(run_dir / "checkpoints")
-    scalars = read_scalars(folder / "monitor" / "tensorboard" / "explorer") if folder else {}
-    return {tag: scalars.get(tag, []) for tag in (ACCURACY, EFFECTIVE, TOOL_CALLS)}
-
-
-def held_out_along_the_way(run_dir: Path) -> list[dict]:
-    """The run's in-run evaluations on the test split: step, accuracy, and minutes from the launch (None
-    without the launch's start-up timeline)."""
-    from rftkit import startup
+def explorer_points(folder: Path | None) -> dict[str, list]:
+    """Every series of the explorer's tensorboard files in a run's folder (`rftkit.reports.tensorboard.Point`s),
+    read once for all that the report takes from them; none without a run folder."""
     from rftkit.reports.tensorboard import read_points
 
-    folder = job_dir(run_dir / "checkpoints")
-    if folder is None or not (folder / "monitor" / "tensorboard" / "explorer").is_dir():
-        return []
-    points = next((points for tag, points in read_points(folder / "monitor" / "tensorboard" / "explorer").items()
-                   if tag.startswith(HELD_OUT)), [])
-    timeline = folder / startup.FILE_NAME
+    return read_points(folder / "monitor" / "tensorboard" / "explorer") if folder else {}
+
+
+def curves(points: dict[str, list]) -> dict[str, list[tuple[int, float]]]:
+    """The run's per-step scalars that the report uses, as (step, value) lists."""
+    return {tag: [(p.step, p.value) for p in points.get(tag, [])] for tag in (ACCURACY, EFFECTIVE, TOOL_CALLS)}
+
+
+def held_out_along_the_way(points: dict[str, list], folder: Path | None) -> list[dict]:
+    """The run's in-run evaluations on the test split: step, accuracy, and minutes from the launch (None
+    without the launch's start-up timeline in the run's folder)."""
+    from rftkit import startup
+
+    evaluations = next((series for tag, series in points.items() if tag.startswith(HELD_OUT)), [])
+    timeline = folder / startup.FILE_NAME if folder else None
     launch = next((e["at"] for e in startup.read(timeline) if e["phase"] == "launch"), None) \
-        if timeline.is_file() else None
+        if timeline and timeline.is_file() else None
     return [{"step": p.step, "accuracy": p.value,
-             "minutes": None if launch is None else (p.wall_time - launch) / 60} for p in points]
+             "minutes": None if launch is None else (p.wall_time - launch) / 60} for p in evaluations]
 
 
 def time_to_baseline(random: list[dict], bots: list[dict]) -> dict | None:
@@ -71,13 +70,12 @@ def time_to_baseline(random: list[dict], bots: list[dict]) -> dict | None:
     return result
 
 
-def groups(run_dir: Path) -> dict[tuple[int, int], list[float]] | None:
+def groups(folder: Path | None) -> dict[tuple[int, int], list[float]] | None:
     """Every task the selector picked, (explore step, train-split row), with its rollouts' rewards.
 
     Read from the trainer's experience queue, which Trinity also writes to
     buffer/experience_buffer.jsonl: each experience names its explore step (`eid.batch`), its
     rollout (`eid.run`) and its task's row (`info.task_index.index`). None if there is no such file."""
-    folder = job_dir(run_dir / "checkpoints")
     queue = folder / "buffer" / "experience_buffer.jsonl" if folder else None
     if queue is None or not queue.is_file():
         return None
@@ -170,11 +168,13 @@ def report(out: Path, data: Path | None = None, reference: str = DEFAULT_FEATURE
     for selector in CONFIGS:
         if not (out / selector).is_dir():
             continue
-        series = curves(out / selector)
+        folder = job_dir(out / selector / "checkpoints")
+        points = explorer_points(folder)
+        series = curves(points)
         after = held_out(out / selector / "after")
-        chosen = groups(out / selector)
+        chosen = groups(folder)
         runs[selector] = {"steps": len(series[ACCURACY]), "series": series,
-                          "held-out along the way": held_out_along_the_way(out / selector),
+                          "held-out along the way": held_out_along_the_way(points, folder),
                           **{f"mean {tag}": mean(series[tag]) for tag in series},
                           "held-out after": after, "picks": picks(chosen, rates) if chosen and rates else None,
                           "outcomes": outcomes(chosen) if chosen else None,
