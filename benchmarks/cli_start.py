@@ -17,6 +17,7 @@ import statistics
 import subprocess
 import sys
 import time
+
 from rftkit.cli import ArgumentParser
 from rftkit.example import REPO
 

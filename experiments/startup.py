@@ -112,7 +112,8 @@ def report(out: Path, variants: list[str], group: int) -> str:
 
     results = {name: measure(out / name, group) for name in variants}
     seen = dict.fromkeys(phase for r in results.values() for phase in r["phases"])
-    phases = [phase for phase in PHASES if phase in seen] + [phase for phase in seen if phase not in PHASES]
+    order = PHASES + [phase for phase in seen if phase not in PHASES]  # a phase's row and its colour
+    phases = [phase for phase in order if phase in seen]
 
     def seconds(value: float | None) -> str:
         return "-" if value is None else f"{value:.0f}"
@@ -134,7 +135,7 @@ def report(out: Path, variants: list[str], group: int) -> str:
     # one bar per variant, a segment per phase from the previous phase's end to its own, a colour per phase
     legend_inches = 0.75
     fig, ax = plt.subplots(figsize=(10, 1.5 + legend_inches + 0.6 * len(variants)))
-    colours = {phase: f"C{k % 10}" for k, phase in enumerate(PHASES + [p for p in phases if p not in PHASES])}
+    colours = {phase: f"C{k % 10}" for k, phase in enumerate(order)}
     for i, name in enumerate(variants):
         start = 0.0
         for phase, end in sorted(results[name]["phases"].items(), key=lambda item: item[1]):

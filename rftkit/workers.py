@@ -12,10 +12,11 @@ def setup() -> None:
     flash-attn (rftkit.trainer.attention), the reference model's weights on the GPU
     (rftkit.trainer.ref_model), state files that a killed run can be resumed from
     (rftkit.run_state), checkpoints that a kill cannot tear (rftkit.checkpoints), the
-    start-up phases each worker ends marked in the launch's timeline (rftkit.startup), and, when
-    asked for, the trainer's workers (rftkit.trainer.concurrent_start) and the workflow runners
-    (rftkit.trainer.early_runners) started beside the rollout engine, and a one-GPU engine started in
-    two processes instead of four (rftkit.trainer.lean_engine)."""
+    start-up phases each worker ends marked in the launch's timeline (rftkit.startup), and, unless
+    the launch switches them off (rftkit.cluster.FAST_START), the trainer's workers
+    (rftkit.trainer.concurrent_start) and the workflow runners (rftkit.trainer.early_runners) started
+    beside the rollout engine, and a one-GPU engine started in two processes instead of four
+    (rftkit.trainer.lean_engine)."""
     trinity_plugins.worker_setup()
     attention.worker_setup()
     concurrent_start.worker_setup()

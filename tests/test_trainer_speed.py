@@ -94,7 +94,7 @@ def test_the_reference_model_on_the_gpu_or_not_gives_the_same_log_probs(runs):
 @pytest.mark.parametrize("setting,liger,checkpointing", [("varlen", False, True), ("liger", True, True),
                                                          ("varlen-no-ckpt", False, False),
                                                          ("liger-no-ckpt", True, False)])
-def test_issue_36s_levers_reach_verls_model_config(setting, liger, checkpointing, tiny_model, tmp_path):
+def test_the_trainer_levers_reach_verls_model_config(setting, liger, checkpointing, tiny_model, tmp_path):
     from trinity.trainer.verl.config import build_verl_config
 
     from experiments.trainer_speed.settings import trinity_config

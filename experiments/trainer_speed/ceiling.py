@@ -1,7 +1,7 @@
 """The trainer benchmark's ceilings: the bare model's forward and backward over the same sequences, as
-transformers runs it (with activation checkpointing, as the trainer does), and with the levers of issue
-36 where they fit: liger-kernel's RMSNorm, SwiGLU and RoPE (as verl's `use_liger` applies them, without
-the fused cross-entropy), and no activation checkpointing."""
+transformers runs it (with activation checkpointing, as the trainer does), and with the trainer's levers
+where they fit: liger-kernel's RMSNorm, SwiGLU and RoPE (as verl's `use_liger` applies them, without the
+fused cross-entropy), and no activation checkpointing."""
 
 from __future__ import annotations
 

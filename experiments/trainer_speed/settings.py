@@ -36,7 +36,7 @@ SETTINGS = {
     "varlen-32k": dict(attn="varlen", old_setup=False, sync=False, overrides={"trainer.max_token_len_per_gpu": 32768}),
     # the default, with the reference model where verl puts it (rftkit.trainer.ref_model): on the CPU
     "varlen-ref-cpu": dict(attn="varlen", old_setup=False, sync=False, overrides={REF_OFFLOAD_KEY: True}),
-    # issue 36's levers on the default: liger-kernel's fused layers; no activation checkpointing; both
+    # the default with verl's levers: liger-kernel's fused layers; no activation checkpointing; both
     "liger": dict(attn="varlen", old_setup=False, sync=False, overrides={LIGER_KEY: True}),
     "varlen-no-ckpt": dict(attn="varlen", old_setup=False, sync=False, overrides={CHECKPOINTING_KEY: False}),
     "liger-no-ckpt": dict(attn="varlen", old_setup=False, sync=False,

@@ -1,8 +1,7 @@
 """A one-GPU rollout engine starts in two processes instead of four.
 
 Trinity-RFT 0.6.0's `vLLMRolloutModel.prepare` builds its vLLM engine inside the engine's Ray
-actor. Before the engine serves, four Python processes in a row each import torch and vLLM
-(about 11 s apiece with bytecode, more while other processes start beside them):
+actor. Before the engine serves, four Python processes in a row each import torch and vLLM:
 
 1. the actor itself;
 2. a subprocess in which vLLM's model registry inspects the model class, run on every machine
