@@ -35,7 +35,7 @@ from frozenlake.report import compare
 from rftkit.cli import ArgumentParser
 from runkit.commands import evaluate_command, launch_command
 from runkit.runs import job_dir, last_checkpoint
-from runkit.serving import model_folder, parser_flags, vllm_server
+from runkit.serving import engine_flags, model_folder, vllm_server
 from runkit.steps import log, run_step
 from runkit.training_flags import check_model_and_length
 
@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.time()
 
     model = model_folder(args.model, out / "model")
-    flags = parser_flags(FROZENLAKE.config_path(), model)
+    flags = engine_flags(FROZENLAKE.config_path(), model)
     if not args.skip_before:
         with vllm_server(model, model, out / "serve_before.log", args.max_model_len, flags) as url:
             log(f"evaluating {model} (served at {url})")

@@ -28,7 +28,7 @@ from pathlib import Path
 from rftkit.cli import ArgumentParser
 from math_bots.example import MATH
 from runkit.commands import evaluate_command
-from runkit.serving import model_folder, parser_flags, vllm_server
+from runkit.serving import engine_flags, model_folder, vllm_server
 from runkit.steps import log, run_step
 
 from rftkit.example import REPO  # the checkout's root
@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, given in pairs:
         model = model_folder(given, out / f"{name}-model")
         with vllm_server(model, model, out / f"serve_{name}.log", args.max_model_len,
-                         parser_flags(MATH.config_path(), model)) as url:
+                         engine_flags(MATH.config_path(), model)) as url:
             log(f"{name}: {args.repeats} episodes of every {args.split} task (served at {url})")
             run_step(evaluate_command(url, data, out / name, args.repeats, args.max_tokens, task="math",
                                       split=args.split), out / f"eval_{name}.log", check=True)

@@ -2,18 +2,19 @@
 
     python -m experiments.serve_startup MODEL --out OUT --data DIR [--repeats 2] \\
         --variant cold \\
-        --variant warm=VLLM_CACHE_ROOT=OUT/cold/cache/vllm,TORCHINDUCTOR_CACHE_DIR=OUT/cold/cache/inductor \\
+        --variant 'compiled=--compilation-config={"mode":3}' \\
         --variant eager=--enforce-eager
 
 Each variant serves MODEL through the experiments' own `runkit.serving.vllm_server`, with the FrozenLake
-config's parsers and an 8,192-token context, one after the other, plus its own items (NAME=ITEM,ITEM): an UPPER_CASE
-KEY=VALUE is an environment variable of the server, a --flag[=value] is added to `vllm serve`. Its
-compile caches start empty (<out>/<variant>/cache) unless it names them, as `experiments.startup`'s
-launches do. Measured for each: the seconds from the server's start to its first answer, the engine's
-own init, torch.compile and CUDA-graph seconds as vLLM logs them, and the seconds scripts/evaluate.py
-then takes for --repeats episodes of every map of DIR's test split: a faster start must not cost a
-slower evaluation. Writes <out>/serve_startup.md and <out>/serve_startup.png; `--report-only` redraws
-them from <out>/<variant>/serve.json.
+config's engine flags (its parsers, and its compilation settings: no torch.compile, CUDA graphs for
+decoding; a later --compilation-config replaces them) and an 8,192-token context, one after the other,
+plus its own items (NAME=ITEM,ITEM): an UPPER_CASE KEY=VALUE is an environment variable of the server, a
+--flag[=value] is added to `vllm serve`. Its compile caches start empty (<out>/<variant>/cache) unless it
+names them, as `experiments.startup`'s launches do. Measured for each: the seconds from the server's start
+to its first answer, the engine's own init, torch.compile and CUDA-graph seconds as vLLM logs them, and
+the seconds scripts/evaluate.py then takes for --repeats episodes of every map of DIR's test split: a
+faster start must not cost a slower evaluation. Writes <out>/serve_startup.md and <out>/serve_startup.png;
+`--report-only` redraws them from <out>/<variant>/serve.json.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from frozenlake.example import FROZENLAKE
 from rftkit.cli import ArgumentParser
 from rftkit.files import atomic_paths
 from runkit.commands import evaluate_command
-from runkit.serving import model_folder, parser_flags, vllm_server
+from runkit.serving import engine_flags, model_folder, vllm_server
 from runkit.steps import log, run_step
 
 # Smaller than experiments.frozenlake_learning's (25,600 and 2,048): ample for a FrozenLake episode, and
@@ -77,7 +78,7 @@ def measure(model: Path, data: Path, folder: Path, env_items: dict[str, str], fl
     env, _ = launch_env(folder, [f"{key}={value}" for key, value in env_items.items()])
     log_file = folder / "serve.log"
     started = time.monotonic()
-    with vllm_server(model, model, log_file, MAX_MODEL_LEN, [*parser_flags(FROZENLAKE.config_path(), model), *flags],
+    with vllm_server(model, model, log_file, MAX_MODEL_LEN, [*engine_flags(FROZENLAKE.config_path(), model), *flags],
                      env=env) as url:
         ready = time.monotonic() - started
         log(f"{folder.name}: answering after {ready:.1f} s")

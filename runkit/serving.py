@@ -5,6 +5,7 @@ before and after training, or several reference models, this way."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -86,12 +87,13 @@ def thinks(model: Path) -> bool:
     return "</think>" in AutoTokenizer.from_pretrained(model).get_vocab()
 
 
-def parser_flags(config: str | Path, model: Path, thinking: bool | None = None) -> list[str]:
-    """The tool-call and reasoning parsers of CONFIG's rollout engine (`explorer.rollout_model`) as
-    `vllm serve` flags, so that an evaluation serves the model as training does. Without a tool parser,
-    vLLM answers every request that offers the agent a tool (the math agent's Python tool) with an
-    error; the reasoning parser is left out for a model without `</think>`. `thinking` is `thinks(model)`
-    where the caller has asked already (its tokenizer is then not loaded again)."""
+def engine_flags(config: str | Path, model: Path, thinking: bool | None = None) -> list[str]:
+    """CONFIG's rollout engine (`explorer.rollout_model`) as `vllm serve` flags, so that an evaluation
+    serves the model as training does: its tool-call and reasoning parsers, and its compilation settings
+    (`extra_engine_args.compilation_config`, which decide how long the server takes to start). Without a
+    tool parser, vLLM answers every request that offers the agent a tool (the math agent's Python tool)
+    with an error; the reasoning parser is left out for a model without `</think>`. `thinking` is
+    `thinks(model)` where the caller has asked already (its tokenizer is then not loaded again)."""
     from rftkit.overrides import load_yaml
 
     rollout = (load_yaml(config).get("explorer") or {}).get("rollout_model") or {}
@@ -102,11 +104,14 @@ def parser_flags(config: str | Path, model: Path, thinking: bool | None = None) 
         flags += ["--tool-call-parser", rollout["tool_call_parser"]]
     if rollout.get("reasoning_parser") and (thinks(model) if thinking is None else thinking):
         flags += ["--reasoning-parser", rollout["reasoning_parser"]]
+    compilation = (rollout.get("extra_engine_args") or {}).get("compilation_config")
+    if compilation:
+        flags += ["--compilation-config", json.dumps(compilation, separators=(",", ":"))]
     return flags
 
 
 def vllm_command(model: Path, port: int, tokenizer: Path, max_model_len: int, flags: list[str]) -> list[str]:
-    return [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model),
+    return [sys.executable, "-m", "runkit.vllm_serve", "--model", str(model),
             "--tokenizer", str(tokenizer), "--served-model-name", SERVED_NAME, "--host", "127.0.0.1",
             "--port", str(port), "--max-model-len", str(max_model_len), "--dtype", "bfloat16",
             "--gpu-memory-utilization", "0.8", "--seed", "0", *flags]
@@ -115,7 +120,7 @@ def vllm_command(model: Path, port: int, tokenizer: Path, max_model_len: int, fl
 @contextlib.contextmanager
 def vllm_server(model: Path, tokenizer: Path, log_file: Path, max_model_len: int, flags: list[str],
                 timeout: float = 900, env: dict | None = None):
-    """`vllm serve` of `model` on 127.0.0.1 with extra `flags` (`parser_flags`), in environment `env` (this
+    """`vllm serve` of `model` on 127.0.0.1 with extra `flags` (`engine_flags`), in environment `env` (this
     one's by default); yields the /v1 base URL as soon as it answers; stops it (and its workers) on exit."""
     port = free_port()
     with open(log_file, "w") as out:

@@ -142,7 +142,7 @@ def test_math_through_an_openai_compatible_endpoint(tmp_path):
 
 
 def test_a_server_that_refuses_the_tool_fails_the_run_with_its_error(tmp_path, capsys):
-    """`vllm serve` without a tool parser (runkit.serving.parser_flags adds the config's) refuses every
+    """`vllm serve` without a tool parser (runkit.serving.engine_flags adds the config's) refuses every
     request of the math agent, which offers its Python tool: that is a failed evaluation, not accuracy 0."""
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -160,20 +160,22 @@ def test_a_server_that_refuses_the_tool_fails_the_run_with_its_error(tmp_path, c
     assert "all 2 episodes ended in a model error" in error and "--enable-auto-tool-choice" in error
 
 
-def test_the_served_engine_gets_the_configs_parsers(tmp_path, smollm2_tokenizer):
-    from runkit.serving import parser_flags
+def test_the_served_engine_gets_the_configs_parsers_and_compilation(tmp_path, smollm2_tokenizer):
+    from runkit.serving import engine_flags
     from runkit.tiny_model import load_tokenizer
 
     load_tokenizer(smollm2_tokenizer).save_pretrained(tmp_path / "thinking")  # the smoke's, with Qwen3's </think>
     (tmp_path / "plain").mkdir()
     (tmp_path / "plain" / "tokenizer_config.json").write_text("{}")
     tools = ["--enable-auto-tool-choice", "--tool-call-parser", "hermes"]
-    assert parser_flags(REPO / "configs" / "config_random.yaml", tmp_path / "thinking") == \
+    assert engine_flags(REPO / "configs" / "config_random.yaml", tmp_path / "thinking") == \
         [*tools, "--reasoning-parser", "deepseek_r1"]
-    assert parser_flags(REPO / "configs" / "frozenlake.yaml", tmp_path / "plain") == tools  # no reasoning parser there
+    # no reasoning parser there; its engine skips torch.compile, and so does the evaluation's
+    assert engine_flags(REPO / "configs" / "frozenlake.yaml", tmp_path / "plain") == \
+        [*tools, "--compilation-config", '{"mode":0,"cudagraph_mode":"FULL_DECODE_ONLY"}']
     # A caller that has asked thinks() already passes the answer, and no tokenizer is read.
-    assert parser_flags(REPO / "configs" / "config_random.yaml", tmp_path / "none", thinking=False) == tools
-    assert parser_flags(REPO / "configs" / "config_random.yaml", tmp_path / "none", thinking=True) == \
+    assert engine_flags(REPO / "configs" / "config_random.yaml", tmp_path / "none", thinking=False) == tools
+    assert engine_flags(REPO / "configs" / "config_random.yaml", tmp_path / "none", thinking=True) == \
         [*tools, "--reasoning-parser", "deepseek_r1"]
 
 

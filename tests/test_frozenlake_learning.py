@@ -200,8 +200,9 @@ def test_the_whole_script_runs_with_a_fixture_server_and_a_recorded_run(tmp_path
                           "--repeats", "1"]) == 0
     trained = out / "checkpoints" / "AgentScope-FrozenLake" / "frozenlake-grpo" / "global_step_10" / "actor" / \
         "huggingface"
-    parsers = ("--enable-auto-tool-choice", "--tool-call-parser", "hermes")  # frozenlake.yaml's engine
-    assert served == [(model, model, parsers), (trained, model, parsers)]  # the trained weights, the start's tokenizer
+    engine = ("--enable-auto-tool-choice", "--tool-call-parser", "hermes",  # frozenlake.yaml's engine
+              "--compilation-config", '{"mode":0,"cudagraph_mode":"FULL_DECODE_ONLY"}')
+    assert served == [(model, model, engine), (trained, model, engine)]  # the trained weights, the start's tokenizer
     before, after = (json.loads((out / name / "report.json").read_text()) for name in ("before", "after"))
     assert before["episodes"] == after["episodes"] == 20
     assert before["invalid_action_rate"] == 1.0 and after["invalid_action_rate"] == 0.0

@@ -2,6 +2,8 @@
 
 import ast
 import importlib.util
+import inspect
+import os
 import subprocess
 import types
 from pathlib import Path
@@ -141,3 +143,35 @@ def test_the_dry_run_names_the_switches_and_how_the_engines_compile(monkeypatch)
                                 "engines: compilation {'mode': 0}")
     engine.extra_engine_args = {}
     assert start_up(config).endswith("engines: vLLM's default compilation")
+
+
+@pytest.mark.parametrize("switch,method,lean", [(None, None, True), ("1", None, True), ("1", "spawn", True),
+                                                ("0", None, False)])
+def test_the_evaluation_server_starts_lean_unless_told_0(switch, method, lean, monkeypatch):
+    import runpy
+
+    from runkit import vllm_serve
+    from vllm.model_executor.models import registry
+
+    monkeypatch.setattr(registry, "_run_in_subprocess", registry._run_in_subprocess)  # restored afterwards
+    for name, value in ((lean_engine.SWITCH_ENV, switch), (vllm_serve.METHOD_ENV, method)):
+        monkeypatch.setenv(name, "restored afterwards")
+        monkeypatch.delenv(name)
+        if value is not None:
+            monkeypatch.setenv(name, value)
+    served = []
+    monkeypatch.setattr(runpy, "run_module", lambda name, **kwargs: served.append((name, kwargs)))
+    vllm_serve.main()
+    assert served == [("vllm.entrypoints.openai.api_server", {"run_name": "__main__", "alter_sys": True})]
+    assert importlib.util.find_spec(vllm_serve.SERVER) is not None, "vLLM's server module moved"
+    assert (registry._run_in_subprocess is lean_engine.run_here) == lean
+    # vLLM's command line would set spawn itself; a method the user names is kept
+    assert os.environ.get(vllm_serve.METHOD_ENV) == (method or ("fork" if lean else None))
+
+
+def test_vllms_server_still_asks_for_spawn_only_where_none_is_named():
+    from vllm.entrypoints.serve.utils import api_utils
+
+    source = inspect.getsource(api_utils.cli_env_setup)
+    assert 'if "VLLM_WORKER_MULTIPROC_METHOD" not in os.environ' in source
+    assert 'os.environ["VLLM_WORKER_MULTIPROC_METHOD"] = "spawn"' in source

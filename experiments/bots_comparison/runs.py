@@ -11,7 +11,7 @@ from math_bots.example import MATH
 from rftkit.cli import ArgumentParser
 from runkit.commands import evaluate_command, launch_command
 from runkit.runs import last_checkpoint
-from runkit.serving import model_folder, parser_flags, thinks, vllm_server
+from runkit.serving import engine_flags, model_folder, thinks, vllm_server
 from runkit.steps import log, run_step
 from runkit.training_flags import check_model_and_length
 
@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.time()
     model = model_folder(args.model, out / "model")
     args.thinks = thinks(model)
-    flags = parser_flags(MATH.config_path(args.selector), model, thinking=args.thinks)
+    flags = engine_flags(MATH.config_path(args.selector), model, thinking=args.thinks)
     max_tokens = ONE_GPU["model.max_response_tokens"]
     if held_out(out / "before") is None:
         with vllm_server(model, model, out / "serve_before.log", args.max_model_len, flags) as url:

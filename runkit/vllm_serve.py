@@ -1,0 +1,38 @@
+"""`python -m runkit.vllm_serve ARGS`: vLLM's OpenAI-compatible server (`vllm.entrypoints.openai.api_server`
+with the same ARGS), in one Python start-up instead of three.
+
+Before vLLM 0.23.0's server answers, three Python processes in a row each import torch and vLLM (about
+25 s each on the H200 machine, `docs/results/2026-12-03-startup-caches.md`): the server; a subprocess in
+which the model registry inspects the model class; and the engine core, which the server's command line
+starts with `spawn` (it sets VLLM_WORKER_MULTIPROC_METHOD=spawn where the environment has none).
+
+Unless RFTKIT_LEAN_ENGINE=0 is set, here:
+
+* the model class is inspected in the server's own process, with the patch the training engines use
+  (`rftkit.trainer.lean_engine.patch_registry`);
+* the engine core is forked (VLLM_WORKER_MULTIPROC_METHOD=fork, vLLM's default as a library, unless the
+  environment names a method), so it starts with the server's imports done. vLLM itself falls back to
+  `spawn` where CUDA is already initialised in the server, so no CUDA state reaches the engine.
+"""
+
+from __future__ import annotations
+
+import os
+import runpy
+
+from rftkit.trainer import lean_engine
+from rftkit.trainer.import_patch import patch_on_import
+
+SERVER = "vllm.entrypoints.openai.api_server"
+METHOD_ENV = "VLLM_WORKER_MULTIPROC_METHOD"
+
+
+def main() -> None:
+    if os.environ.get(lean_engine.SWITCH_ENV) != "0":
+        patch_on_import(lean_engine.REGISTRY, lean_engine.patch_registry)
+        os.environ.setdefault(METHOD_ENV, "fork")
+    runpy.run_module(SERVER, run_name="__main__", alter_sys=True)
+
+
+if __name__ == "__main__":
+    main()
