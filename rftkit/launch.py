@@ -25,7 +25,7 @@ from typing import Callable
 
 from rftkit import cluster, run_state, startup, supervise
 from rftkit.example import load
-from rftkit.trainer import attention
+from rftkit.trainer import attention, liger
 from rftkit.inputs import InputError
 from rftkit.overrides import apply_overrides, load_yaml, parse_override, resolve_config, write_yaml
 from rftkit.trinity_config import check_set_key, no_gpu_banner, summarize, validate
@@ -56,6 +56,9 @@ def add_arguments(parser: argparse.ArgumentParser, default_config: str) -> None:
                         help="the trainer's attention (default: the YAML's if it sets one, else auto: "
                              "flash_attention_2 where flash-attn imports, else varlen, PyTorch's own "
                              "kernels on packed micro-batches); sdpa and eager pad every micro-batch")
+    parser.add_argument("--liger", choices=liger.LIGER_CHOICES, default=None,
+                        help="liger-kernel's fused RMSNorm, SwiGLU and RoPE in the trainer (default: the YAML's "
+                             "if it sets use_liger, else auto: on where liger-kernel is installed)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", type=parse_override,
                         dest="set_values",
                         help="override one YAML key, dotted (list items by index), the value read as YAML: "
@@ -93,6 +96,8 @@ def _launch(args, workflow_func, judge_func, data, check_data) -> int:
     overrides = {key: value for key, value in overrides.items() if value is not None}
     attention_overrides, attention_reason = attention.choose(args.attn, raw, dict(args.set_values))
     overrides.update(attention_overrides)
+    liger_overrides, liger_reason = liger.choose(args.liger, raw, dict(args.set_values))
+    overrides.update(liger_overrides)
     overrides.update(args.set_values)
 
     if args.dry_run and args.gpus:  # the plan is given: no machine or Ray cluster to look at
@@ -124,7 +129,7 @@ def _launch(args, workflow_func, judge_func, data, check_data) -> int:
     if args.dry_run:
         with no_gpu_banner():  # a dry run needs no GPU; a training run has one (it refuses at once without)
             trinity_config = validate(config, workflow_func, judge_func, args.config)
-        print(summarize(trinity_config, attention_reason))
+        print(summarize(trinity_config, attention_reason, liger_reason))
         print(f"adapted to this machine: {adapted_lines or 'nothing'}")
         print("dry run: the config is valid; nothing was launched")
         return 0
@@ -132,12 +137,13 @@ def _launch(args, workflow_func, judge_func, data, check_data) -> int:
     # The config tune() will build from the file written below: its Ray namespace, log folder and step
     # targets. Validated first, so that a setting Trinity rejects leaves nothing written.
     trinity_config = validate(config, workflow_func, judge_func, args.config)
-    problem = attention.not_loadable(config, args.config)
+    problem = attention.not_loadable(config, args.config) or liger.not_loadable(config, args.config)
     if problem:  # a config this machine cannot run: exit 2, before anything starts
         raise InputError(problem)
     if adapted:
         print(f"adapted to this machine: {adapted_lines}", flush=True)
     print(f"trainer attention: {attention.describe(config)} ({attention_reason})", flush=True)
+    print(f"trainer layers: {liger.describe(config)} ({liger_reason})", flush=True)
     resume = run_state.rewind(trinity_config.checkpoint_job_dir, trinity_config.explorer.name)
     if resume.message:
         print(resume.message, flush=True)

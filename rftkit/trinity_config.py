@@ -24,7 +24,7 @@ from typing import Callable
 from omegaconf.errors import OmegaConfBaseException
 
 from rftkit import trinity_plugins
-from rftkit.trainer import attention
+from rftkit.trainer import attention, liger
 from rftkit.trainer.import_patch import patch_on_import, source_has
 from rftkit.inputs import InputError
 from rftkit.overrides import write_yaml
@@ -233,9 +233,9 @@ def validate(config: dict, workflow_func: Callable, judge_func: Callable | None 
     return trinity_config
 
 
-def summarize(config, attention_reason: str = "") -> str:
-    """A readable account of what a validated Trinity config will run; `attention_reason` says why
-    the trainer's attention is the one it is."""
+def summarize(config, attention_reason: str = "", liger_reason: str = "") -> str:
+    """A readable account of what a validated Trinity config will run; `attention_reason` and
+    `liger_reason` say why the trainer's attention and layers are the ones they are."""
     rollout = config.explorer.rollout_model
     explorer_input = config.buffer.explorer_input
     lines = [
@@ -297,6 +297,9 @@ def summarize(config, attention_reason: str = "") -> str:
     ]
     if attention_reason:
         lines.append(f"  chosen by     {attention_reason}")
+    lines.append(f"trainer layers  {liger.describe({'trainer': vars(config.trainer)})}")
+    if liger_reason:
+        lines.append(f"  chosen by     {liger_reason}")
     lines.append(f"reference model {reference_placement(config)}")
     return "\n".join(lines)
 

@@ -2,6 +2,7 @@
 applied inside a run's Ray workers (rftkit.workers chooses which, as Ray's worker setup hook).
 
 attention.py         which attention the trainer loads the model with, and its worker setup
+liger.py             liger-kernel's fused layers in the trainer, where installed (`--liger`)
 packed_attention.py  packed micro-batches on PyTorch's own variable-length kernels (`--attn varlen`)
 logprobs.py          token log-probabilities in blocks, for verl without flash-attn
 ref_model.py         the reference model's weights on the GPU
@@ -9,6 +10,7 @@ colocate.py          one GPU: the rollout engine beside the trainer
 weight_sync.py       one GPU: weights handed to the engine in its dtype, as byte views
 concurrent_start.py  the trainer's workers built while the engine starts (a switch)
 early_runners.py     the workflow runners started while the engine starts (a switch)
+lean_engine.py       a one-GPU rollout engine in two processes instead of four (a switch)
 import_patch.py      a patch applied when its module is imported, and the source check each makes
 
 They import only each other: a worker loads no launcher code.

@@ -1,0 +1,79 @@
+"""liger-kernel in the trainer: on where installed, named in the launch summary, refused where asked for and missing."""
+
+import inspect
+
+import pytest
+
+from rftkit import cluster
+from rftkit.overrides import set_key
+from rftkit.trainer import liger
+
+
+def test_auto_turns_liger_on_only_where_it_is_installed(monkeypatch):
+    monkeypatch.setattr(liger, "installed", lambda: True)
+    assert liger.choose(None, {}) == ({liger.LIGER_KEY: True}, "auto: liger-kernel is installed here")
+    monkeypatch.setattr(liger, "installed", lambda: False)
+    assert liger.choose("auto", {}) == ({liger.LIGER_KEY: False}, "auto: liger-kernel is not installed here")
+
+
+def test_the_flag_wins_over_the_yaml_and_the_yaml_over_auto(monkeypatch):
+    monkeypatch.setattr(liger, "installed", lambda: True)
+    config = {}
+    set_key(config, liger.LIGER_KEY, False)
+    assert liger.configured(config) is False
+    assert liger.choose(None, config) == ({}, "set in the config")
+    assert liger.choose(None, {}, {liger.LIGER_KEY: False}) == ({}, "set in the config")  # a --set, applied later
+    assert liger.choose("on", config) == ({liger.LIGER_KEY: True}, "--liger on")
+    assert liger.choose("off", {}) == ({liger.LIGER_KEY: False}, "--liger off")
+    assert liger.choose("auto", config) == ({liger.LIGER_KEY: True}, "auto: liger-kernel is installed here")
+
+
+def test_this_machine_is_seen_as_it_is():
+    import importlib.util
+
+    assert liger.installed() == (importlib.util.find_spec("liger_kernel") is not None)
+
+
+def dry_run(data, tmp_path, capsys, *flags) -> str:
+    from frozenlake import main as frozenlake_main
+
+    assert frozenlake_main.main(["--dry-run", "--gpus", "1", "--checkpoint-dir", str(tmp_path),
+                                 "--data-dir", str(data), *flags]) == 0
+    return capsys.readouterr().out
+
+
+def test_the_dry_run_says_which_layers_the_trainer_runs(frozenlake_data, tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(liger, "installed", lambda: False)
+    out = dry_run(frozenlake_data, tmp_path, capsys)
+    assert "trainer layers  transformers' own (no liger-kernel)\n  chosen by     auto: liger-kernel is not installed" \
+        in out
+    monkeypatch.setattr(liger, "installed", lambda: True)
+    out = dry_run(frozenlake_data, tmp_path, capsys)
+    assert "trainer layers  liger-kernel's RMSNorm, SwiGLU and RoPE\n  chosen by     auto: liger-kernel is installed" \
+        in out
+    out = dry_run(frozenlake_data, tmp_path, capsys, "--liger", "off")
+    assert "trainer layers  transformers' own (no liger-kernel)\n  chosen by     --liger off" in out
+
+
+@pytest.mark.parametrize("how", ["--liger on", "set in the YAML"])
+def test_a_launch_that_asks_for_missing_liger_stops_before_ray_naming_the_way_out(how, frozenlake_data, tmp_path,
+                                                                                 monkeypatch):
+    from frozenlake import main as frozenlake_main
+
+    monkeypatch.setattr(liger, "installed", lambda: False)
+    monkeypatch.setattr(cluster, "detect_cluster", lambda: (1, 1))
+    monkeypatch.setattr(cluster, "ensure_ray", lambda: pytest.fail("Ray must not be started"))
+    flags = ["--liger", "on"] if how == "--liger on" else ["--set", f"{liger.LIGER_KEY}=true"]
+    with pytest.raises(SystemExit) as stop:
+        frozenlake_main.main(["--data-dir", str(frozenlake_data), "--checkpoint-dir", str(tmp_path), *flags])
+    assert stop.value.code == 2
+    assert "liger-kernel" in str(stop.value) and "--liger off" in str(stop.value)
+    assert not list(tmp_path.iterdir()), "nothing is written for a launch refused at its inputs"
+
+
+def test_trinitys_model_loader_still_applies_liger_from_use_liger():
+    from trinity.trainer.verl import monkey_patch
+
+    source = inspect.getsource(monkey_patch)
+    assert "use_liger = self.model_config.use_liger" in source
+    assert "_apply_liger_kernel_to_instance(" in source
