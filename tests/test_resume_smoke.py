@@ -166,8 +166,17 @@ def test_the_kill_test_passes_a_run_that_resumes_right_and_catches_one_that_does
         return out, checkpoints, [sys.executable, script, str(checkpoints), str(args.steps)]
 
     monkeypatch.setattr(kill_anywhere, "prepare_run", fixture_run)
+    kills_on_record = []  # at each launch's start: the kills summary.json lists already (a cut-short test keeps them)
+
+    def launch_watched(*args, real_run_step=kill_anywhere.run_step, **kwargs):
+        summary = tmp_path / "right" / "summary.json"
+        kills_on_record.append(len(json.loads(summary.read_text())["kills"]) if summary.exists() else 0)
+        return real_run_step(*args, **kwargs)
+
+    monkeypatch.setattr(kill_anywhere, "run_step", launch_watched)
     flags = ["--kills", "3", "--steps", "6", "--window", "1"]
     assert kill_anywhere.main(["--out", str(tmp_path / "right"), *flags]) == 0
+    assert kills_on_record == [0, 1, 2, 3]
     summary = json.loads((tmp_path / "right" / "summary.json").read_text())
     assert [kill["moment"] for kill in summary["kills"]][0] == "during a save" and len(summary["kills"]) == 3
     assert summary["kills"][0]["trainer_step"] >= 1 and all(check["ok"] for check in summary["checks"])

@@ -1,7 +1,7 @@
 """GPU kill test: a BOTS run killed with SIGKILL again and again, relaunched each time with the same command,
 ends as a run that was never killed would.
 
-    python -m tests.gpu.kill_anywhere --out /tmp/kills [--kills 5] [--steps 10] [--seed 0]
+    python -m tests.gpu.kill_anywhere --out /tmp/kills [--kills 5] [--steps 30] [--window 8] [--seed 0]
 
 Run it from the repo's root. The tiny model, data and settings of the GPU smoke (tests/gpu/smoke.py), a
 checkpoint at every step, as tests/gpu/resume_smoke.py uses them. Each launch but the last is killed as a lost
@@ -22,7 +22,10 @@ added to the run's logs (tests/gpu/resume_smoke.check_resume):
 * the last launch exits 0 and says it finished every step, and its last checkpoint's HF weights load
   with transformers.
 
-Writes <out>/summary.json (each kill and every check) and <out>/launch_<i>.log.
+The tiny model trains a step in about 2 s on an H200, so each kill costs about 5 steps (the relaunch's first
+step, then up to --window seconds) and 30 steps leave the last launch some to train. Each launch's
+kill and checks are printed, and <out>/summary.json (each kill and every check so far) is rewritten, as
+soon as that launch ends: a test cut short keeps what it had shown. The launch logs are <out>/launch_<i>.log.
 """
 
 from __future__ import annotations
@@ -90,10 +93,18 @@ def loads_with_transformers(job: Path, step: int) -> Check:
                  probe.stderr.strip().splitlines()[-1][:200] if probe.returncode else str(folder))
 
 
+def report(out: Path, kills: list[dict], checks: list[Check], new: list[Check]) -> None:
+    """Add `new` to `checks`, print them, and rewrite <out>/summary.json with every kill and check so far."""
+    checks += new
+    for check in new:
+        print(f"  {'ok  ' if check.ok else 'FAIL'} {check.name} {check.detail}", flush=True)
+    (out / "summary.json").write_text(json.dumps({"kills": kills, "checks": [asdict(c) for c in checks]}, indent=2))
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = bots_run_parser("python -m tests.gpu.kill_anywhere", __doc__, steps=10, out="gpu-kills")
+    parser = bots_run_parser("python -m tests.gpu.kill_anywhere", __doc__, steps=30, out="gpu-kills")
     parser.add_argument("--kills", type=int, default=5, help="launches to kill (default: %(default)s)")
-    parser.add_argument("--window", type=float, default=20,
+    parser.add_argument("--window", type=float, default=8,
                         help="a random kill comes up to this many seconds after the launch trained a step "
                              "(default: %(default)s)")
     parser.add_argument("--seed", type=int, default=0, help="for the random kill moments (default: %(default)s)")
@@ -121,13 +132,14 @@ def main(argv: list[str] | None = None) -> int:
         job = job_dir(checkpoints)
         killed_now = stop is not None and stop.fired
         if not last and not killed_now:
-            checks.append(Check(f"launch {launch} was killed at its moment, before the run ended", False,
-                                f"exit code {step.code} (None: killed at --timeout), after {step.seconds:.0f} s"))
+            report(out, kills, checks, [Check(f"launch {launch} was killed at its moment, before the run ended",
+                                              False, f"exit code {step.code} (None: killed at --timeout), after "
+                                                     f"{step.seconds:.0f} s")])
             break
         if previous is not None:
-            checks += [Check(f"launch {launch}: {c.name}", c.ok, c.detail) for c in check_resume(
+            report(out, kills, checks, [Check(f"launch {launch}: {c.name}", c.ok, c.detail) for c in check_resume(
                 previous, log.read_text(errors="replace"), logs_since(job, since), job, args.steps, step.code,
-                killed_again=killed_now)]
+                killed_again=killed_now)])
         if killed_now:
             wait_for_free_gpus()  # the killed engine lets go of its memory a few seconds after Ray stops
             previous = state_at_kill(job)
@@ -136,13 +148,10 @@ def main(argv: list[str] | None = None) -> int:
                           **{k: previous[k] for k in ("tracker", "trainer_step", "explorer_step")}})
             print(f"killed launch {launch} {kills[-1]['moment']}: tracker at step {previous['tracker']}, going on "
                   f"from {previous['trainer_step']}; explorer at step {previous['explorer_step']}", flush=True)
+            report(out, kills, checks, [])
     else:
-        checks.append(loads_with_transformers(job, args.steps))
+        report(out, kills, checks, [loads_with_transformers(job, args.steps)])
 
-    for check in checks:
-        print(f"  {'ok  ' if check.ok else 'FAIL'} {check.name} {check.detail}", flush=True)
-    (out / "summary.json").write_text(json.dumps({"kills": kills, "checks": [asdict(c) for c in checks]},
-                                                 indent=2))
     failed = [c.name for c in checks if not c.ok]
     print(f"kill test: {len(kills)} kills, {len(checks) - len(failed)} checks passed, {len(failed)} failed",
           flush=True)
