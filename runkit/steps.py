@@ -26,15 +26,15 @@ class Step:
 
 def run_step(command: list[str], log_file: Path, *, label: str = "", timeout: float | None = None,
              on_timeout: Literal["kill", "interrupt"] = "kill", check: bool = False, env: dict | None = None,
-             stop_when: Callable[[], bool] | None = None) -> Step:
+             stop_when: Callable[[], bool] | None = None, on_stop: Literal["kill", "interrupt"] = "kill") -> Step:
     """Run `command` from the repo, its output to `log_file`, printing `[HH:MM:SS] <label> <elapsed> s:
     <the log's last line>` every PROGRESS_S.
 
     Past `timeout` seconds: "kill" kills its session and the Ray head (kill()); "interrupt" stops it
     as Ctrl-C would (interrupt()), then waits for the GPUs to be free: a training run whose last
-    checkpoint is the result. `stop_when`, looked at every STOP_POLL_S, kills it as soon as it is true.
-    Ctrl-C here is passed on to the step. `check`: a non-zero exit (other than at an interrupt) stops
-    the script with the log's end."""
+    checkpoint is the result. `stop_when`, looked at every STOP_POLL_S, stops it as soon as it is true,
+    as `on_stop` says (the same two ways). Ctrl-C here is passed on to the step. `check`: a non-zero exit
+    (other than at an interrupt) stops the script with the log's end."""
     log(f"$ {' '.join(command[1:])}  (log: {log_file})")
     started = time.monotonic()
     deadline = None if timeout is None else started + timeout
@@ -56,18 +56,10 @@ def run_step(command: list[str], log_file: Path, *, label: str = "", timeout: fl
                     pass
                 now = time.monotonic()
                 if stop_when is not None and stop_when():
-                    kill(process)
-                    code = None
+                    code, interrupted = stop(process, on_stop, f"{label or 'the step'}: its moment came")
                     break
                 if deadline is not None and now >= deadline:
-                    if on_timeout == "interrupt":
-                        log(f"{label or 'the step'}: {timeout:g} s passed, interrupting it")
-                        interrupt(process)
-                        wait_for_free_gpus()
-                        code, interrupted = process.returncode, True
-                    else:
-                        kill(process)
-                        code = None
+                    code, interrupted = stop(process, on_timeout, f"{label or 'the step'}: {timeout:g} s passed")
                     break
                 if now >= next_progress:
                     log(f"{label + ' ' if label else ''}{now - started:4.0f} s: {last_line(log_file)}")
@@ -78,6 +70,17 @@ def run_step(command: list[str], log_file: Path, *, label: str = "", timeout: fl
     if check and code != 0 and not interrupted:
         raise SystemExit(f"error: exit code {code}; the end of {log_file}:\n{tail(log_file)}")
     return Step(code, time.monotonic() - started, interrupted)
+
+
+def stop(process: subprocess.Popen, how: Literal["kill", "interrupt"], why: str) -> tuple[int | None, bool]:
+    """Stop a running step `how` run_step's caller asked: (its exit code, None if killed; whether interrupted)."""
+    if how == "interrupt":
+        log(f"{why}, interrupting it")
+        interrupt(process)
+        wait_for_free_gpus()
+        return process.returncode, True
+    kill(process)
+    return None, False
 
 
 def hear_sigint() -> None:

@@ -8,9 +8,12 @@ Then, from the newest checkpoint T (0: none), each step n: the explorer's log li
 (`explorer_meta.json` and the per-step copy), the trainer's log line, and a checkpoint written in place, part
 by part, with the tracker naming it last. A resumed run first prints the digest of the posteriors saved at
 T, and its trainer's log says which checkpoint it loaded. Each step's posteriors are a function of n.
+A SIGINT is answered as the launcher answers Ctrl-C during a save: the step under way is finished, its
+checkpoint named, and the run exits 130 naming it.
 """
 
 import json
+import signal
 import sys
 import time
 import zipfile
@@ -36,6 +39,13 @@ def main(checkpoints: Path, steps: int) -> None:
     if said := fall_back(job):
         print(said, flush=True)
     start = tracker_step(job) or 0
+    interrupted = []
+
+    def on_sigint(signum, frame):
+        interrupted.append(signum)
+        print("interrupted during a checkpoint save: waiting for it to finish", file=sys.stderr, flush=True)
+
+    signal.signal(signal.SIGINT, on_sigint)
     with open(job / "log" / "trainer.log", "a", buffering=1) as log:  # a line at a time, as a live log
         if start:
             print(f"resuming from the trainer's checkpoint at step {start}", flush=True)
@@ -58,6 +68,10 @@ def main(checkpoints: Path, steps: int) -> None:
             (folder / "huggingface" / "config.json").write_text("{}")
             write_weights(folder / "huggingface" / "model.safetensors")
             (job / TRACKER).write_text(str(step))
+            if interrupted:
+                print(f"interrupted: the last complete checkpoint is {job / f'global_step_{step}'} (step {step})",
+                      file=sys.stderr, flush=True)
+                sys.exit(130)
     print(f"training finished: {steps} step(s)", flush=True)
 
 

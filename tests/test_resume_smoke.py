@@ -178,8 +178,20 @@ def test_the_kill_test_passes_a_run_that_resumes_right_and_catches_one_that_does
     assert kill_anywhere.main(["--out", str(tmp_path / "right"), *flags]) == 0
     assert kills_on_record == [0, 1, 2, 3]
     summary = json.loads((tmp_path / "right" / "summary.json").read_text())
-    assert [kill["moment"] for kill in summary["kills"]][0] == "during a save" and len(summary["kills"]) == 3
-    assert summary["kills"][0]["trainer_step"] >= 1 and all(check["ok"] for check in summary["checks"])
+    assert [kill["moment"] for kill in summary["kills"]][:2] == ["during a save", "Ctrl-C during a save"]
+    assert len(summary["kills"]) == 3 and summary["kills"][0]["trainer_step"] >= 1
+    assert all(check["ok"] for check in summary["checks"]), [c for c in summary["checks"] if not c["ok"]]
+    assert sum("Ctrl-C during the save of step" in check["name"] for check in summary["checks"]) == 1
+
+    # A launch that exits at once on Ctrl-C, leaving its save half-written, fails the Ctrl-C checks.
+    hasty = (REPO / "tests" / "fixture_bots_run.py").read_text().replace(
+        "interrupted.append(signum)\n", "sys.exit(130)\n")
+    (tmp_path / "hasty.py").write_text(hasty)
+    monkeypatch.setattr(kill_anywhere, "prepare_run", lambda args: fixture_run(args, str(tmp_path / "hasty.py")))
+    assert kill_anywhere.main(["--out", str(tmp_path / "hasty"), "--kills", "2", "--steps", "6", "--window", "1"]) == 1
+    failures = {c["name"] for c in json.loads((tmp_path / "hasty" / "summary.json").read_text())["checks"]
+                if not c["ok"]}
+    assert any("is complete and named last" in name for name in failures), failures
 
     wrong = (REPO / "tests" / "fixture_bots_run.py").read_text().replace(
         'log.write(f"INFO Explore step {step} started.\\n")', 'log.write(f"INFO Explore step {step + 1} started.\\n")')

@@ -1,5 +1,5 @@
-"""GPU kill test: a BOTS run killed with SIGKILL again and again, relaunched each time with the same command,
-ends as a run that was never killed would.
+"""GPU kill test: a BOTS run stopped again and again (SIGKILL, and once Ctrl-C during a save), relaunched each
+time with the same command, ends as a run that was never stopped would.
 
     python -m tests.gpu.kill_anywhere --out /tmp/kills [--kills 5] [--steps 30] [--window 8] [--seed 0]
 
@@ -9,6 +9,8 @@ machine would leave it (SIGKILL to its whole process group, then `ray stop --for
 
 * the first kill comes while a checkpoint is being written, after the first: verl writes `global_step_N` in
   place and the tracker names N last, so a folder past the tracker's step is a save under way;
+* the second launch gets one SIGINT, as from Ctrl-C (runkit.steps.interrupt), while a checkpoint is being
+  written: it must wait for that save, exit 130 and name that checkpoint as the last complete one;
 * each other kill comes at a random moment, 0 to `--window` seconds after that launch has trained a step
   (so every launch gets somewhere): in an explore step, a train step, a weight sync or a save.
 
@@ -60,7 +62,9 @@ def kill_moment(checkpoints: Path, during_save: bool, delay: float):
             return False
         named = tracker_step(job) or 0
         if during_save:
-            return named > first and any(step > named for step in saved_steps(job))
+            under_way = [step for step in saved_steps(job) if step > named] if named > first else []
+            now.saving = max(under_way, default=None)
+            return bool(under_way)
         if not progressed_at and named > first:
             progressed_at.append(time.monotonic())
         return bool(progressed_at) and time.monotonic() - progressed_at[0] >= delay
@@ -69,7 +73,7 @@ def kill_moment(checkpoints: Path, during_save: bool, delay: float):
         now.fired = now.fired or due()
         return now.fired
 
-    now.fired = False
+    now.fired, now.saving = False, None  # saving: the step being written when a during_save moment came
     return now
 
 
@@ -91,6 +95,23 @@ def loads_with_transformers(job: Path, step: int) -> Check:
                            capture_output=True, text=True)
     return Check(f"step {step}'s HF weights load with transformers", probe.returncode == 0,
                  probe.stderr.strip().splitlines()[-1][:200] if probe.returncode else str(folder))
+
+
+def ctrl_c_checks(launch: int, code: int | None, log_text: str, job: Path, saving: int | None) -> list[Check]:
+    """A launch that got one SIGINT while it was writing checkpoint `saving`: it waited for that save, exited
+    130, and named it as the last complete checkpoint."""
+    from rftkit.checkpoints import complete_steps, tracker_step
+
+    tracker = tracker_step(job) or 0
+    named = f"the last complete checkpoint is {job / f'global_step_{saving}'} (step {saving})"
+    return [
+        Check(f"launch {launch}: Ctrl-C during the save of step {saving} exits 130", code == 130, f"exit code {code}"),
+        Check(f"launch {launch}: it said it waits for the save", "waiting for it to finish" in log_text, ""),
+        Check(f"launch {launch}: the save it waited for is complete and named last",
+              tracker == saving and saving in complete_steps(job, up_to=tracker), f"tracker at step {tracker}"),
+        Check(f"launch {launch}: it names that checkpoint", named in log_text,
+              next((line for line in log_text.splitlines() if "last complete checkpoint" in line), "no line")[:200]),
+    ]
 
 
 def report(out: Path, kills: list[dict], checks: list[Check], new: list[Check]) -> None:
@@ -123,12 +144,14 @@ def main(argv: list[str] | None = None) -> int:
     previous = None  # what the last kill left, which the next launch must go on from
     for launch in range(args.kills + 1):
         last = launch == args.kills
-        during_save, delay = launch == 0, rng.uniform(0, args.window)
+        ctrl_c = launch == 1 and not last
+        during_save, delay = launch in (0, 1), rng.uniform(0, args.window)
         job = job_dir(checkpoints)
         since = log_sizes(job / "log") if job else {}
         log = out / f"launch_{launch}.log"
         stop = None if last else kill_moment(checkpoints, during_save, delay)
-        step = run_step(command, log, label=f"launch {launch}", timeout=args.timeout, stop_when=stop)
+        step = run_step(command, log, label=f"launch {launch}", timeout=args.timeout, stop_when=stop,
+                        on_stop="interrupt" if ctrl_c else "kill")
         job = job_dir(checkpoints)
         killed_now = stop is not None and stop.fired
         if not last and not killed_now:
@@ -143,8 +166,12 @@ def main(argv: list[str] | None = None) -> int:
         if killed_now:
             wait_for_free_gpus()  # the killed engine lets go of its memory a few seconds after Ray stops
             previous = state_at_kill(job)
-            kills.append({"launch": launch, "after_s": round(step.seconds, 1),
-                          "moment": "during a save" if during_save else f"{delay:.1f} s after a trained step",
+            if ctrl_c:
+                report(out, kills, checks, ctrl_c_checks(launch, step.code, log.read_text(errors="replace"), job,
+                                                         stop.saving))
+            moment = "Ctrl-C during a save" if ctrl_c else "during a save" if during_save else \
+                f"{delay:.1f} s after a trained step"
+            kills.append({"launch": launch, "after_s": round(step.seconds, 1), "moment": moment,
                           **{k: previous[k] for k in ("tracker", "trainer_step", "explorer_step")}})
             print(f"killed launch {launch} {kills[-1]['moment']}: tracker at step {previous['tracker']}, going on "
                   f"from {previous['trainer_step']}; explorer at step {previous['explorer_step']}", flush=True)
