@@ -146,6 +146,26 @@ def test_time_to_baseline_is_where_bots_first_reaches_randoms_last_held_out_accu
     assert bots_report.time_to_baseline([], [{"step": 10, "accuracy": 0.4, "minutes": None}]) is None
 
 
+def test_the_report_gives_the_bots_selectors_own_time_as_a_share_of_a_step(tmp_path):
+    from rftkit.trinity_plugins.digest import COST
+
+    out = tmp_path / "bots"
+    for selector in ("random", "difficulty"):
+        run = out / selector / "checkpoints" / "AgentScope-MathBOTS" / f"math-{selector}"
+        (run / "log").mkdir(parents=True)
+        write_scalars(run, "explorer", {bots_report.ACCURACY: [(1, 0.1, 1000.0), (5, 0.2, 1080.0)]})  # 20 s a step
+    (out / "random" / "train.log").write_text("training\n")
+    (out / "difficulty" / "train.log").write_text(
+        f"(Explorer pid=7) {COST} 3.000 ms choosing 16 tasks\n(Explorer pid=7) {COST} 1.000 ms taking the "
+        f"feedback of 16 tasks\n(Explorer pid=7) {COST} 5.000 ms choosing 16 tasks\n")
+    result = bots_report.report(out)
+    assert result["runs"]["random"]["selector cost"] is None
+    assert result["runs"]["difficulty"]["selector cost"]["share of a step"] == pytest.approx(0.005 / 20)
+    assert ("The difficulty selector's own time: 5.00 ms a step (choosing 4.00 ms, feedback 1.00 ms, over 2 "
+            "choices), 0.025% of a step of 20.0 s (the BOTS paper: 0.2% or less).") in \
+        (out / "comparison.md").read_text()
+
+
 def test_a_report_with_one_run_so_far_draws_what_there_is(tmp_path):
     out = tmp_path / "bots"
     run = out / "random" / "checkpoints" / "P" / "N"

@@ -6,8 +6,8 @@ wrong) and code executions per rollout, with means per WINDOW steps and BOTS ove
 both runs made; from the experience queue, how often each run's picks were all wrong or all right and
 what each selector picked against a reference model's pass rates; held-out accuracy before and after
 each run (`scripts/evaluate.py`'s folders), with 95% intervals and a task-by-task sign test; and, from
-the runs' in-run evaluations, held-out accuracy along the way and the BOTS paper's time to baseline.
-Written to <out>/comparison.{json,md,png}.
+the runs' in-run evaluations, held-out accuracy along the way and the BOTS paper's time to baseline; from
+each launch's log, the BOTS selector's own time per step. Written to <out>/comparison.{json,md,png}.
 """
 
 from __future__ import annotations
@@ -53,6 +53,30 @@ def held_out_along_the_way(points: dict[str, list], folder: Path | None) -> list
         if timeline and timeline.is_file() else None
     return [{"step": p.step, "accuracy": p.value,
              "minutes": None if launch is None else (p.wall_time - launch) / 60} for p in evaluations]
+
+
+def selector_cost(train_log: Path, points: dict[str, list]) -> dict | None:
+    """The BOTS selector's own milliseconds per explore step (the lines it prints in the launch's log:
+    choosing a batch, taking its feedback) and their share of a step, timed by the explorer's tensorboard
+    points; None where the log has no such lines (the random selector prints none)."""
+    import re
+
+    from rftkit.trinity_plugins.digest import COST
+
+    text = train_log.read_text(errors="replace") if train_log.is_file() else ""
+    found = re.findall(re.escape(COST) + r" ([\d.]+) ms (choosing|taking)", text)
+    choices = [float(ms) for ms, what in found if what == "choosing"]
+    if not choices:
+        return None
+    feedback = [float(ms) for ms, what in found if what == "taking"]
+    result = {"choices": len(choices), "choosing ms": sum(choices) / len(choices),
+              "feedback ms": sum(feedback) / len(feedback) if feedback else 0.0}
+    result["ms per step"] = result["choosing ms"] + result["feedback ms"]
+    steps = points.get(ACCURACY, [])
+    if len(steps) >= 2 and steps[-1].step > steps[0].step and steps[-1].wall_time > steps[0].wall_time:
+        result["seconds per step"] = (steps[-1].wall_time - steps[0].wall_time) / (steps[-1].step - steps[0].step)
+        result["share of a step"] = result["ms per step"] / 1000 / result["seconds per step"]
+    return result
 
 
 def time_to_baseline(random: list[dict], bots: list[dict]) -> dict | None:
@@ -178,6 +202,7 @@ def report(out: Path, data: Path | None = None, reference: str = DEFAULT_FEATURE
                           **{f"mean {tag}": mean(series[tag]) for tag in series},
                           "held-out after": after, "picks": picks(chosen, rates) if chosen and rates else None,
                           "outcomes": outcomes(chosen) if chosen else None,
+                          "selector cost": selector_cost(out / selector / "train.log", points),
                           "after vs before": paired(before, after) if before and after else None}
     result = {"held-out before": before, "runs": runs, "reference": reference}
     if {"random", "difficulty"} <= runs.keys():
@@ -280,6 +305,14 @@ def markdown(result: dict) -> str:
             line += (f"BOTS reached at step {reached['step']}{minutes(reached)}: {ttb['ttb, steps']:.2f} of the steps"
                      + (f", {ttb['ttb, minutes']:.2f} of the time." if "ttb, minutes" in ttb else "."))
         lines.append(line)
+    for selector, r in result["runs"].items():
+        cost = r.get("selector cost")
+        if cost:
+            share = (f", {cost['share of a step']:.3%} of a step of {cost['seconds per step']:.1f} s (the BOTS paper: "
+                     "0.2% or less)") if "share of a step" in cost else ""
+            lines.append(f"The {selector} selector's own time: {cost['ms per step']:.2f} ms a step (choosing "
+                         f"{cost['choosing ms']:.2f} ms, feedback {cost['feedback ms']:.2f} ms, over "
+                         f"{cost['choices']} choices){share}.")
     head_to_head = result.get("BOTS after vs random after")
     if head_to_head and "p" in head_to_head:
         lines.append(f"Held-out, BOTS's model against random's, task by task: {head_to_head['better']} better, "

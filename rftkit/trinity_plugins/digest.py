@@ -1,5 +1,6 @@
-"""What a run's logs say of the resumable BOTS selector's posteriors, readable without Trinity or torch: the
-resume line's start and the posteriors' fingerprint (rftkit.trinity_plugins.resumable_bots prints both)."""
+"""What a run's logs say of the resumable BOTS selector, readable without Trinity or torch: the resume line's
+start, the posteriors' fingerprint and the start of its cost lines (rftkit.trinity_plugins.resumable_bots prints
+them)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import numpy as np
 
 NAME = "difficulty_based_resumable"
 RESTORED = f"{NAME}: restored"  # starts the line a resumed explorer prints (a run's logs show the resume)
+COST = f"{NAME}: took"  # starts the line the selector prints after choosing a batch or taking its feedback
 
 
 def posterior_digest(alphas, betas) -> str:

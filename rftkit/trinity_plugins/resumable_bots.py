@@ -5,7 +5,8 @@ a resumed run starts again from the prior: every Beta posterior and the fitted
 capability coefficient are lost. This subclass selects exactly as the built-in
 one does (it adds no logic to selection or feedback) and also saves and
 restores alpha, beta, the capability coefficient and rho (which `adaptive_rho`
-may have halved).
+may have halved). It prints how long each choice and each feedback took, so
+that a run's log shows what choosing costs against a step.
 
 This file is a Trinity plugin, imported by name in the launching process and in
 every Ray worker of a run (rftkit.trinity_plugins).
@@ -13,15 +14,29 @@ every Ray worker of a run (rftkit.trinity_plugins).
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 from trinity.buffer.selector import SELECTORS
 from trinity.buffer.selector.selector import DifficultyBasedSelector
 
-from rftkit.trinity_plugins.digest import NAME, RESTORED, posterior_digest
+from rftkit.trinity_plugins.digest import COST, NAME, RESTORED, posterior_digest
 
 
 class ResumableDifficultyBasedSelector(DifficultyBasedSelector):
     """`difficulty_based`, plus the estimator's state in `state_dict` (JSON-friendly lists)."""
+
+    def get_indices(self, batch_size: int, return_extra_info: bool = False):
+        started = time.perf_counter()
+        chosen = super().get_indices(batch_size, return_extra_info)
+        print(f"{COST} {1000 * (time.perf_counter() - started):.3f} ms choosing {batch_size} tasks", flush=True)
+        return chosen
+
+    def feedback(self, indices, values) -> None:
+        started = time.perf_counter()
+        super().feedback(indices, values)
+        print(f"{COST} {1000 * (time.perf_counter() - started):.3f} ms taking the feedback of {len(indices)} tasks",
+              flush=True)
 
     def state_dict(self) -> dict:
         estimator = self.diff_estimator
