@@ -20,7 +20,7 @@ def test_the_flag_wins_over_the_yaml_and_the_yaml_over_auto(monkeypatch):
     monkeypatch.setattr(liger, "installed", lambda: True)
     config = {}
     set_key(config, liger.LIGER_KEY, False)
-    assert liger.configured(config) is False
+    assert liger.configured_liger(config) is False
     assert liger.choose(None, config) == ({}, "set in the config")
     assert liger.choose(None, {}, {liger.LIGER_KEY: False}) == ({}, "set in the config")  # a --set, applied later
     assert liger.choose("on", config) == ({liger.LIGER_KEY: True}, "--liger on")

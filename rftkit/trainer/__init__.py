@@ -20,3 +20,11 @@ They import only each other: a worker loads no launcher code.
 # name: here, so that choosing it imports no torch. It must not contain "flash" (transformers treats
 # such names as hub kernels to download).
 VARLEN_ATTENTION = "rftkit_varlen"
+
+
+def configured(config: dict, dotted: str):
+    """What a YAML mapping sets at `dotted` ("a.b.c"), or None where it sets nothing."""
+    node = config
+    for key in dotted.split("."):
+        node = node.get(key) if isinstance(node, dict) else None
+    return node

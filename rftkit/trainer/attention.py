@@ -23,7 +23,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-from rftkit.trainer import VARLEN_ATTENTION
+from rftkit.trainer import VARLEN_ATTENTION, configured
 from rftkit.trainer.import_patch import patch_on_import
 
 # packed_attention and logprobs import torch, so this module imports them only in the workers that
@@ -49,10 +49,7 @@ def overrides(choice: str) -> dict:
 
 def configured_attention(config: dict) -> str | None:
     """The attention implementation a YAML mapping sets for the trainer, or None."""
-    node = config
-    for key in ATTN_KEY.split("."):
-        node = node.get(key) if isinstance(node, dict) else None
-    return node
+    return configured(config, ATTN_KEY)
 
 
 def choose(requested: str | None, config: dict, settings: dict | None = None) -> tuple[dict, str]:

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import importlib.util
 
+from rftkit.trainer import configured
+
 LIGER_KEY = "trainer.trainer_config.model.use_liger"
 LIGER_CHOICES = ("auto", "on", "off")
 
@@ -26,12 +28,9 @@ def installed() -> bool:
     return importlib.util.find_spec("liger_kernel") is not None
 
 
-def configured(config: dict) -> bool | None:
+def configured_liger(config: dict) -> bool | None:
     """What a YAML mapping sets for the trainer's `use_liger`, or None."""
-    node = config
-    for key in LIGER_KEY.split("."):
-        node = node.get(key) if isinstance(node, dict) else None
-    return node
+    return configured(config, LIGER_KEY)
 
 
 def choose(requested: str | None, config: dict, settings: dict | None = None) -> tuple[dict, str]:
@@ -39,7 +38,7 @@ def choose(requested: str | None, config: dict, settings: dict | None = None) ->
     `--set` settings that will be applied after these overrides."""
     if requested in ("on", "off"):
         return {LIGER_KEY: requested == "on"}, f"--liger {requested}"
-    if requested is None and (configured(config) is not None or LIGER_KEY in (settings or {})):
+    if requested is None and (configured_liger(config) is not None or LIGER_KEY in (settings or {})):
         return {}, "set in the config"
     if installed():
         return {LIGER_KEY: True}, "auto: liger-kernel is installed here"
@@ -48,13 +47,13 @@ def choose(requested: str | None, config: dict, settings: dict | None = None) ->
 
 def describe(config: dict) -> str:
     """One line for the launch summary: the trainer's layers, given a YAML mapping."""
-    return ("liger-kernel's RMSNorm, SwiGLU and RoPE" if configured(config)
+    return ("liger-kernel's RMSNorm, SwiGLU and RoPE" if configured_liger(config)
             else "transformers' own (no liger-kernel)")
 
 
 def not_loadable(config: dict, config_name: str) -> str | None:
     """Why the trainer cannot load as configured here (liger-kernel asked for, not installed), or None."""
-    if configured(config) and not installed():
+    if configured_liger(config) and not installed():
         return (f"{config_name}: the trainer is set to use liger-kernel ({LIGER_KEY}: true), which is not "
                 f"installed here. Install it (`pip install liger-kernel==0.8.5`, as in requirements/lock-gpu.txt) "
                 f"or train without it: --liger off.")
