@@ -149,8 +149,9 @@ def connect_ray(trinity_config, timeline: os.PathLike | None = None) -> None:
     env_vars.update(fast_start_switches())
     if os.environ.get(trinity_plugins.EXTRA_ENV):
         env_vars[trinity_plugins.EXTRA_ENV] = os.environ[trinity_plugins.EXTRA_ENV]
-    if trinity_config.mode == "colocate":  # weights through the object store: in the engine's dtype
-        env_vars[weight_sync.DTYPE_ENV] = trinity_config.explorer.rollout_model.dtype
+    if trinity_config.mode == "colocate":  # weights through the object store: in the engine's dtype, unless 0
+        off = os.environ.get(weight_sync.DTYPE_ENV) == "0"
+        env_vars[weight_sync.DTYPE_ENV] = "0" if off else trinity_config.explorer.rollout_model.dtype
     ray.init(address=trinity_config.cluster.ray_address, namespace=trinity_config.ray_namespace,
              runtime_env={"env_vars": env_vars,
                           "worker_process_setup_hook": f"{hook.__module__}.{hook.__name__}"})

@@ -55,7 +55,7 @@ def fake_fsdp_engine(gather_call: str) -> types.ModuleType:
     return module
 
 
-@pytest.mark.parametrize("value", [None, "float32", "auto"])
+@pytest.mark.parametrize("value", [None, "float32", "auto", "0"])
 def test_nothing_changes_unless_the_engine_runs_in_16_bits(value, monkeypatch):
     monkeypatch.delenv(weight_sync.DTYPE_ENV, raising=False)
     if value is not None:
@@ -105,6 +105,24 @@ ray.shutdown()
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=180)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "worker sees: ('bfloat16', '0')" in result.stdout
+
+
+@pytest.mark.parametrize("asked,sent", [(None, "bfloat16"), ("0", "0"), ("float16", "bfloat16")])
+def test_the_launch_sends_the_engine_dtype_unless_told_0(asked, sent, monkeypatch):
+    import ray
+
+    from rftkit import cluster
+
+    namespace = {}
+    exec(trinity_config_stub("dtype", "colocate"), namespace)
+    runtime_envs = []
+    monkeypatch.setattr(ray, "init", lambda **kwargs: runtime_envs.append(kwargs["runtime_env"]))
+    monkeypatch.setenv(weight_sync.DTYPE_ENV, "restored afterwards")
+    monkeypatch.delenv(weight_sync.DTYPE_ENV)
+    if asked is not None:
+        monkeypatch.setenv(weight_sync.DTYPE_ENV, asked)
+    cluster.connect_ray(namespace["Config"]())
+    assert runtime_envs[0]["env_vars"][weight_sync.DTYPE_ENV] == sent
 
 
 @pytest.mark.parametrize("make", [

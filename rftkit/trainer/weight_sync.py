@@ -27,7 +27,7 @@ from rftkit.trainer.import_patch import source_has
 
 TRINITY_VERSION = "0.6.0"  # the Trinity-RFT this patch was written against
 FSDP_ENGINE = "trinity.trainer.verl.fsdp_engine"
-DTYPE_ENV = "RFTKIT_WEIGHT_SYNC_DTYPE"  # set by the launcher to explorer.rollout_model.dtype
+DTYPE_ENV = "RFTKIT_WEIGHT_SYNC_DTYPE"  # set by the launcher to explorer.rollout_model.dtype, unless set to 0
 CASTS = {"bfloat16": "bfloat16", "bf16": "bfloat16", "float16": "float16", "fp16": "float16", "half": "float16"}
 # Trinity's call that gathers the weights for the Synchronizer.
 GATHER_CALL = "get_fsdp_full_state_dict(model, offload_to_cpu=True, rank0_only=True)"
@@ -79,7 +79,8 @@ def use_engine_dtype(fsdp_engine: ModuleType) -> None:
         raise RuntimeError(
             f"rftkit.trainer.weight_sync was written against Trinity-RFT {TRINITY_VERSION}, whose "
             f"fsdp_upload_state_dict gathers with {GATHER_CALL}; this Trinity does not, so the "
-            f"bf16 weight sync cannot apply: update rftkit/trainer/weight_sync.py or unset {DTYPE_ENV}")
+            f"bf16 weight sync cannot apply: update rftkit/trainer/weight_sync.py, or set {DTYPE_ENV}=0 in the "
+            f"launch's environment for Trinity's own sync")
     import torch
 
     dtype = getattr(torch, dtype_name)
