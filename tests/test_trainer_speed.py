@@ -91,13 +91,27 @@ def test_the_reference_model_on_the_gpu_or_not_gives_the_same_log_probs(runs):
     assert on_gpu["reference log-probs of the first step"] == offloaded["reference log-probs of the first step"]
 
 
-@pytest.mark.parametrize("setting,liger,checkpointing", [("varlen", False, True), ("liger", True, True),
-                                                         ("varlen-no-ckpt", False, False),
-                                                         ("liger-no-ckpt", True, False)])
-def test_the_trainer_levers_reach_verls_model_config(setting, liger, checkpointing, tiny_model, tmp_path):
+@pytest.mark.parametrize("setting,liger,checkpointing,fused", [("varlen", False, True, None),
+                                                               ("liger", True, True, None),
+                                                               ("varlen-no-ckpt", False, False, None),
+                                                               ("liger-no-ckpt", True, False, None),
+                                                               ("liger-fused", True, True, "triton")])
+def test_the_trainer_levers_reach_verls_model_config(setting, liger, checkpointing, fused, tiny_model, tmp_path):
     from trinity.trainer.verl.config import build_verl_config
 
     from experiments.trainer_speed.settings import trinity_config
 
-    model = build_verl_config(trinity_config("frozenlake", tiny_model, tmp_path, setting)).model
+    verl_config = build_verl_config(trinity_config("frozenlake", tiny_model, tmp_path, setting))
+    model = verl_config.model
     assert (model.get("use_liger", False), model.enable_gradient_checkpointing) == (liger, checkpointing)
+    assert model.get("use_fused_kernels", False) == (fused is not None)
+    assert (model.get("fused_kernel_options") or {}).get("impl_backend") == fused
+
+
+def test_the_larger_budget_reaches_verls_micro_batches(tiny_model, tmp_path):
+    from trinity.trainer.verl.config import build_verl_config
+
+    from experiments.trainer_speed.settings import trinity_config
+
+    actor = build_verl_config(trinity_config("math", tiny_model, tmp_path, "liger-48k")).actor
+    assert actor.ppo_max_token_len_per_gpu == 49152

@@ -12,6 +12,9 @@ REF_OFFLOAD_KEY = "trainer.trainer_config.ref.fsdp_config.param_offload"  # rftk
 # verl's model switches, as Trinity-RFT 0.6.0 merges trainer_config's flat `model` section into verl's config
 LIGER_KEY = "trainer.trainer_config.model.use_liger"  # liger-kernel's RMSNorm, SwiGLU and RoPE (lock-gpu.txt)
 CHECKPOINTING_KEY = "trainer.trainer_config.model.enable_gradient_checkpointing"
+# verl's fused log-prob kernel: the output layer and the log-softmax in one pass, the logits never held whole
+FUSED_KEY, FUSED_BACKEND_KEY = ("trainer.trainer_config.model.use_fused_kernels",
+                                "trainer.trainer_config.model.fused_kernel_options.impl_backend")
 
 # The setting the others' log-probs are checked against: padded sdpa, log-probs in fp32 through
 # rftkit.trainer.logprobs (verl's row-by-row fallback in `before` rounds them to bf16 on CPU; on the H200 it
@@ -41,6 +44,11 @@ SETTINGS = {
     "varlen-no-ckpt": dict(attn="varlen", old_setup=False, sync=False, overrides={CHECKPOINTING_KEY: False}),
     "liger-no-ckpt": dict(attn="varlen", old_setup=False, sync=False,
                           overrides={LIGER_KEY: True, CHECKPOINTING_KEY: False}),
+    # liger with verl's fused log-probs (Triton), then with twice the math config's micro-batch budget
+    "liger-fused": dict(attn="varlen", old_setup=False, sync=False,
+                        overrides={LIGER_KEY: True, FUSED_KEY: True, FUSED_BACKEND_KEY: "triton"}),
+    "liger-48k": dict(attn="varlen", old_setup=False, sync=False,
+                      overrides={LIGER_KEY: True, "trainer.max_token_len_per_gpu": 49152}),
 }
 # what runs without --settings: the old and the new, and for FrozenLake, whose 3B model makes the reference
 # pass and the micro-batch budget count, both variants of the new
