@@ -34,12 +34,14 @@ SETTINGS = {
     "before": dict(attn="sdpa", old_setup=True, sync=True, overrides={REF_DTYPE_KEY: "fp32"}),
     # padded, log-probs in blocks (rftkit.trainer.logprobs): what the others' log-probs are checked against
     "sdpa-blocks": dict(attn="sdpa", old_setup=False, sync=False, overrides={}),
-    # the launcher's default without flash-attn: packed on PyTorch's varlen kernels, bf16 reference on the GPU
+    # packed on PyTorch's varlen kernels, bf16 reference on the GPU: the launcher's default without flash-attn
+    # and without liger-kernel
     "varlen": dict(attn="varlen", old_setup=False, sync=True, overrides={}),
     "varlen-32k": dict(attn="varlen", old_setup=False, sync=False, overrides={"trainer.max_token_len_per_gpu": 32768}),
     # the default, with the reference model where verl puts it (rftkit.trainer.ref_model): on the CPU
     "varlen-ref-cpu": dict(attn="varlen", old_setup=False, sync=False, overrides={REF_OFFLOAD_KEY: True}),
-    # the default with verl's levers: liger-kernel's fused layers; no activation checkpointing; both
+    # varlen with verl's levers: liger-kernel's fused layers (the launcher's default where liger-kernel is
+    # installed, rftkit.trainer.liger); no activation checkpointing; both
     "liger": dict(attn="varlen", old_setup=False, sync=False, overrides={LIGER_KEY: True}),
     "varlen-no-ckpt": dict(attn="varlen", old_setup=False, sync=False, overrides={CHECKPOINTING_KEY: False}),
     "liger-no-ckpt": dict(attn="varlen", old_setup=False, sync=False,
