@@ -156,13 +156,13 @@ def test_the_report_gives_the_bots_selectors_own_time_as_a_share_of_a_step(tmp_p
         write_scalars(run, "explorer", {bots_report.ACCURACY: [(1, 0.1, 1000.0), (5, 0.2, 1080.0)]})  # 20 s a step
     (out / "random" / "train.log").write_text("training\n")
     (out / "difficulty" / "train.log").write_text(
-        f"(Explorer pid=7) {COST} 3.000 ms choosing 16 tasks\n(Explorer pid=7) {COST} 1.000 ms taking the "
-        f"feedback of 16 tasks\n(Explorer pid=7) {COST} 5.000 ms choosing 16 tasks\n")
+        f"(Explorer pid=7) {COST} 3.000 ms choosing and 1.000 ms taking the feedback of 16 tasks\n"
+        f"(Explorer pid=7) {COST} 5.000 ms choosing and 1.000 ms taking the feedback of 16 tasks\n")
     result = bots_report.report(out)
     assert result["runs"]["random"]["selector cost"] is None
     assert result["runs"]["difficulty"]["selector cost"]["share of a step"] == pytest.approx(0.005 / 20)
     assert ("The difficulty selector's own time: 5.00 ms a step (choosing 4.00 ms, feedback 1.00 ms, over 2 "
-            "choices), 0.025% of a step of 20.0 s (the BOTS paper: 0.2% or less).") in \
+            "steps), 0.025% of a step of 20.0 s (the BOTS paper: 0.2% or less).") in \
         (out / "comparison.md").read_text()
 
 

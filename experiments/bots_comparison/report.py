@@ -56,21 +56,20 @@ def held_out_along_the_way(points: dict[str, list], folder: Path | None) -> list
 
 
 def selector_cost(train_log: Path, points: dict[str, list]) -> dict | None:
-    """The BOTS selector's own milliseconds per explore step (the lines it prints in the launch's log:
-    choosing a batch, taking its feedback) and their share of a step, timed by the explorer's tensorboard
-    points; None where the log has no such lines (the random selector prints none)."""
+    """The BOTS selector's own milliseconds per explore step (the line it prints in the launch's log after
+    each step's feedback: choosing the batch, taking its feedback) and their share of a step, timed by the
+    explorer's tensorboard points; None where the log has no such lines (the random selector prints none)."""
     import re
 
     from rftkit.trinity_plugins.digest import COST
 
     text = train_log.read_text(errors="replace") if train_log.is_file() else ""
-    found = re.findall(re.escape(COST) + r" ([\d.]+) ms (choosing|taking)", text)
-    choices = [float(ms) for ms, what in found if what == "choosing"]
-    if not choices:
+    found = [(float(a), float(b)) for a, b in
+             re.findall(re.escape(COST) + r" ([\d.]+) ms choosing and ([\d.]+) ms taking the feedback", text)]
+    if not found:
         return None
-    feedback = [float(ms) for ms, what in found if what == "taking"]
-    result = {"choices": len(choices), "choosing ms": sum(choices) / len(choices),
-              "feedback ms": sum(feedback) / len(feedback) if feedback else 0.0}
+    result = {"steps": len(found), "choosing ms": sum(a for a, _ in found) / len(found),
+              "feedback ms": sum(b for _, b in found) / len(found)}
     result["ms per step"] = result["choosing ms"] + result["feedback ms"]
     steps = points.get(ACCURACY, [])
     if len(steps) >= 2 and steps[-1].step > steps[0].step and steps[-1].wall_time > steps[0].wall_time:
@@ -312,7 +311,7 @@ def markdown(result: dict) -> str:
                      "0.2% or less)") if "share of a step" in cost else ""
             lines.append(f"The {selector} selector's own time: {cost['ms per step']:.2f} ms a step (choosing "
                          f"{cost['choosing ms']:.2f} ms, feedback {cost['feedback ms']:.2f} ms, over "
-                         f"{cost['choices']} choices){share}.")
+                         f"{cost['steps']} steps){share}.")
     head_to_head = result.get("BOTS after vs random after")
     if head_to_head and "p" in head_to_head:
         lines.append(f"Held-out, BOTS's model against random's, task by task: {head_to_head['better']} better, "

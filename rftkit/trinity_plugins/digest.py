@@ -10,7 +10,7 @@ import numpy as np
 
 NAME = "difficulty_based_resumable"
 RESTORED = f"{NAME}: restored"  # starts the line a resumed explorer prints (a run's logs show the resume)
-COST = f"{NAME}: took"  # starts the line the selector prints after choosing a batch or taking its feedback
+COST = f"{NAME}: took"  # starts the line the selector prints after each step's feedback, with its costs
 
 
 def posterior_digest(alphas, betas) -> str:

@@ -5,8 +5,8 @@ a resumed run starts again from the prior: every Beta posterior and the fitted
 capability coefficient are lost. This subclass selects exactly as the built-in
 one does (it adds no logic to selection or feedback) and also saves and
 restores alpha, beta, the capability coefficient and rho (which `adaptive_rho`
-may have halved). It prints how long each choice and each feedback took, so
-that a run's log shows what choosing costs against a step.
+may have halved). After each step's feedback it prints how long choosing that
+step's tasks and taking their feedback took: a run's log shows what selection costs.
 
 This file is a Trinity plugin, imported by name in the launching process and in
 every Ray worker of a run (rftkit.trinity_plugins).
@@ -29,13 +29,14 @@ class ResumableDifficultyBasedSelector(DifficultyBasedSelector):
     def get_indices(self, batch_size: int, return_extra_info: bool = False):
         started = time.perf_counter()
         chosen = super().get_indices(batch_size, return_extra_info)
-        print(f"{COST} {1000 * (time.perf_counter() - started):.3f} ms choosing {batch_size} tasks", flush=True)
+        self._choosing_ms = 1000 * (time.perf_counter() - started)  # printed with the step's feedback: one line
         return chosen
 
     def feedback(self, indices, values) -> None:
         started = time.perf_counter()
         super().feedback(indices, values)
-        print(f"{COST} {1000 * (time.perf_counter() - started):.3f} ms taking the feedback of {len(indices)} tasks",
+        print(f"{COST} {getattr(self, '_choosing_ms', 0.0):.3f} ms choosing and "
+              f"{1000 * (time.perf_counter() - started):.3f} ms taking the feedback of {len(indices)} tasks",
               flush=True)
 
     def state_dict(self) -> dict:
