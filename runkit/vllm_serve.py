@@ -1,12 +1,12 @@
 """`python -m runkit.vllm_serve ARGS`: vLLM's OpenAI-compatible server (`vllm.entrypoints.openai.api_server`
 with the same ARGS), in one Python start-up instead of three.
 
-Before vLLM 0.23.0's server answers, three Python processes in a row each import torch and vLLM (about
-25 s each on the H200 machine, `docs/results/2026-12-03-startup-caches.md`): the server; a subprocess in
-which the model registry inspects the model class; and the engine core, which the server's command line
-starts with `spawn` (it sets VLLM_WORKER_MULTIPROC_METHOD=spawn where the environment has none).
+Before vLLM 0.23.0's server answers, three Python processes in a row each import torch and vLLM: the
+server; a subprocess in which the model registry inspects the model class; and the engine core, which the
+server's command line starts with `spawn` (it sets VLLM_WORKER_MULTIPROC_METHOD=spawn where the environment
+has none). What that costs, and what this saves: `docs/results/2026-12-04-eval-server.md`.
 
-Unless RFTKIT_LEAN_ENGINE=0 is set, here:
+Unless RFTKIT_LEAN_ENGINE is set to something other than 1 (0 turns it off, as in the launcher's workers), here:
 
 * the model class is inspected in the server's own process, with the patch the training engines use
   (`rftkit.trainer.lean_engine.patch_registry`);
@@ -28,7 +28,8 @@ METHOD_ENV = "VLLM_WORKER_MULTIPROC_METHOD"
 
 
 def main() -> None:
-    if os.environ.get(lean_engine.SWITCH_ENV) != "0":
+    # rftkit.cluster.fast_start_switches' rule ("1" unless set), read here without importing the launcher
+    if (os.environ.get(lean_engine.SWITCH_ENV) or "1") == "1":
         patch_on_import(lean_engine.REGISTRY, lean_engine.patch_registry)
         os.environ.setdefault(METHOD_ENV, "fork")
     runpy.run_module(SERVER, run_name="__main__", alter_sys=True)

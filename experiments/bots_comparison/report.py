@@ -13,6 +13,7 @@ each launch's log, the BOTS selector's own time per step. Written to <out>/compa
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from math_bots.example import MATH
@@ -59,8 +60,6 @@ def selector_cost(train_log: Path, points: dict[str, list]) -> dict | None:
     """The BOTS selector's own milliseconds per explore step (the line it prints in the launch's log after
     each step's feedback: choosing the batch, taking its feedback) and their share of a step, timed by the
     explorer's tensorboard points; None where the log has no such lines (the random selector prints none)."""
-    import re
-
     from rftkit.trinity_plugins.digest import COST
 
     text = train_log.read_text(errors="replace") if train_log.is_file() else ""

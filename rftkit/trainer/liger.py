@@ -3,8 +3,8 @@
 verl 0.8 has the switch (`use_liger` in the model section, which Trinity-RFT 0.6.0 fills from
 `trainer.trainer_config.model`): the trainer's model gets liger-kernel's Triton RMSNorm, SwiGLU and
 RoPE when it is loaded, without the fused linear cross-entropy (which verl's own forward replaces).
-On one H200 it made the trainer 1.2x faster for FrozenLake's 3B model and 1.4x for math's 0.6B, with
-log-probs as close to the padded reference as the default's (`docs/results/2026-12-04-trainer-levers.md`).
+It is on by default because it measured faster with log-probs as close to the padded reference
+(`docs/results/2026-12-04-trainer-levers.md`).
 
 The launcher's `--liger`:
 

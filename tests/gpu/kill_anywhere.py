@@ -24,8 +24,8 @@ added to the run's logs (tests/gpu/resume_smoke.check_resume):
 * the last launch exits 0 and says it finished every step, and its last checkpoint's HF weights load
   with transformers.
 
-The tiny model trains a step in about 2 s on an H200, so each kill costs about 5 steps (the relaunch's first
-step, then up to --window seconds) and 30 steps leave the last launch some to train. Each launch's
+The tiny model trains a step in seconds, so each kill costs a few steps (the relaunch's first step, then up
+to --window seconds), and the default 30 steps leave the last launch some to train. Each launch's
 kill and checks are printed, and <out>/summary.json (each kill and every check so far) is rewritten, as
 soon as that launch ends: a test cut short keeps what it had shown. The launch logs are <out>/launch_<i>.log.
 """
@@ -166,16 +166,14 @@ def main(argv: list[str] | None = None) -> int:
         if killed_now:
             wait_for_free_gpus()  # the killed engine lets go of its memory a few seconds after Ray stops
             previous = state_at_kill(job)
-            if ctrl_c:
-                report(out, kills, checks, ctrl_c_checks(launch, step.code, log.read_text(errors="replace"), job,
-                                                         stop.saving))
             moment = "Ctrl-C during a save" if ctrl_c else "during a save" if during_save else \
                 f"{delay:.1f} s after a trained step"
             kills.append({"launch": launch, "after_s": round(step.seconds, 1), "moment": moment,
                           **{k: previous[k] for k in ("tracker", "trainer_step", "explorer_step")}})
             print(f"killed launch {launch} {kills[-1]['moment']}: tracker at step {previous['tracker']}, going on "
                   f"from {previous['trainer_step']}; explorer at step {previous['explorer_step']}", flush=True)
-            report(out, kills, checks, [])
+            report(out, kills, checks, ctrl_c_checks(launch, step.code, log.read_text(errors="replace"), job,
+                                                     stop.saving) if ctrl_c else [])
     else:
         report(out, kills, checks, [loads_with_transformers(job, args.steps)])
 
