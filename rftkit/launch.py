@@ -164,12 +164,16 @@ def _launch(args, workflow_func, judge_func, data, check_data) -> int:
             cluster.ray_cli("stop", "--force")
         os._exit(1)
 
+    def stop_run() -> None:  # the watchdog's: kill the actors, so that tune() returns
+        if watchdog.interrupted.is_set():  # after a Ctrl-C, a checkpoint being written is finished first
+            run_state.wait_for_save(trinity_config.checkpoint_job_dir)
+        supervise.kill_trinity_actors(trinity_config)
+
     try:
         cluster.connect_ray(trinity_config, timeline.path)
         timeline.mark("Ray connected")
-        with timeline, supervise.Watchdog(trinity_config.log.save_dir,
-                                          lambda: supervise.kill_trinity_actors(trinity_config),
-                                          give_up, since=logs_before) as watchdog:
+        with timeline, supervise.Watchdog(trinity_config.log.save_dir, stop_run, give_up,
+                                          since=logs_before) as watchdog:
             status = tune(workflow_func=workflow_func, judge_func=judge_func, config_path=str(path))
     except KeyboardInterrupt:  # Ctrl-C: the run's actors end with this driver (and with Ray, if we started it)
         job_dir = Path(trinity_config.checkpoint_job_dir)

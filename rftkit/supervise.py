@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import signal
 import sys
 import threading
 import time
@@ -116,7 +117,12 @@ def kill_trinity_actors(trinity_config) -> None:
 
 class Watchdog(threading.Thread):
     """Polls the run's logs; on the first fatal error, reports it and calls `stop_run` (by default: kill the
-    Trinity actors, so that tune() returns). `give_up` follows if the run has not returned `grace` s later."""
+    Trinity actors, so that tune() returns). `give_up` follows if the run has not returned `grace` s later.
+
+    After a Ctrl-C (seen when entered from the main thread; `interrupted` is set), an error is not the run's
+    failure: Trinity's launcher answers the KeyboardInterrupt by shutting the Explorer down under its running
+    loop, which then logs one. It is not reported; `stop_run` is still called, since the Trainer would
+    otherwise wait for experiences that never come, and must itself let a checkpoint being written finish."""
 
     def __init__(self, log_dir: str | os.PathLike, stop_run: Callable[[], None],
                  give_up: Callable[[FatalError], None], interval: float = 5.0, grace: float = 90.0,
@@ -128,6 +134,8 @@ class Watchdog(threading.Thread):
         self.finished = threading.Event()
         self.since = dict(since or {})  # where each log stood at the launch (`log_sizes`)
         self._read_up_to: dict[Path, int] = dict(self.since)
+        self.interrupted = threading.Event()
+        self._previous_sigint = None
 
     def _marker_in_new_text(self) -> bool:
         """Whether a fatal marker appeared in any log since the last look.
@@ -158,6 +166,9 @@ class Watchdog(threading.Thread):
             if error is None:  # a marker in a non-fatal line, or an Explorer stopped after the Trainer finished
                 continue
             time.sleep(1.0)  # let the traceback reach the file
+            if self.interrupted.is_set():  # the Ctrl-C's own shutdown, not a failure
+                self.stop_run()
+                return
             self.error = first_fatal_error(self.log_dir, self.since) or error
             print(f"error: the run failed, stopping it: {self.error}\n{self.error.text}", file=sys.stderr, flush=True)
             self.stop_run()
@@ -165,11 +176,25 @@ class Watchdog(threading.Thread):
                 self.give_up(self.error)
             return
 
+    def _on_sigint(self, signum, frame) -> None:
+        if self._previous_sigint == signal.SIG_IGN:
+            return
+        self.interrupted.set()
+        if callable(self._previous_sigint):  # Python's own handler raises KeyboardInterrupt
+            self._previous_sigint(signum, frame)
+        else:  # SIG_DFL: the process would end; let the launcher's handler run instead
+            raise KeyboardInterrupt
+
     def __enter__(self) -> "Watchdog":
+        if threading.current_thread() is threading.main_thread():
+            self._previous_sigint = signal.signal(signal.SIGINT, self._on_sigint)
         self.start()
         return self
 
     def __exit__(self, *exc) -> None:
+        if self._previous_sigint is not None:
+            signal.signal(signal.SIGINT, self._previous_sigint)
+            self._previous_sigint = None
         self.finished.set()
         self.join(timeout=self.interval + 5)
 

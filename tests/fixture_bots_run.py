@@ -9,10 +9,12 @@ Then, from the newest checkpoint T (0: none), each step n: the explorer's log li
 by part, with the tracker naming it last. A resumed run first prints the digest of the posteriors saved at
 T, and its trainer's log says which checkpoint it loaded. Each step's posteriors are a function of n.
 A SIGINT is answered as the launcher answers Ctrl-C during a save: the step under way is finished, its
-checkpoint named, and the run exits 130 naming it.
+checkpoint named, and the run exits 130 naming it. With STEPS_AFTER_CTRL_C=N in the environment it trains N
+more steps first, as Trinity's trainer on the H200 finished the step it had begun.
 """
 
 import json
+import os
 import signal
 import sys
 import time
@@ -40,6 +42,7 @@ def main(checkpoints: Path, steps: int) -> None:
         print(said, flush=True)
     start = tracker_step(job) or 0
     interrupted = []
+    steps_after_ctrl_c = int(os.environ.get("STEPS_AFTER_CTRL_C", "0"))
 
     def on_sigint(signum, frame):
         interrupted.append(signum)
@@ -68,7 +71,7 @@ def main(checkpoints: Path, steps: int) -> None:
             (folder / "huggingface" / "config.json").write_text("{}")
             write_weights(folder / "huggingface" / "model.safetensors")
             (job / TRACKER).write_text(str(step))
-            if interrupted:
+            if interrupted and (steps_after_ctrl_c := steps_after_ctrl_c - 1) < 0:
                 print(f"interrupted: the last complete checkpoint is {job / f'global_step_{step}'} (step {step})",
                       file=sys.stderr, flush=True)
                 sys.exit(130)

@@ -77,3 +77,19 @@ def test_trinitys_model_loader_still_applies_liger_from_use_liger():
     source = inspect.getsource(monkey_patch)
     assert "use_liger = self.model_config.use_liger" in source
     assert "_apply_liger_kernel_to_instance(" in source
+
+
+def test_the_math_configs_ask_for_verls_fused_logprobs_and_the_dry_run_says_so(sample_work, tmp_path, capsys):
+    from math_bots import main as math_main
+
+    data = sample_work / "data" / "math_bots"
+    for config in ("configs/config_difficulty.yaml", "configs/config_random.yaml"):
+        assert math_main.main(["--config", config, "--dry-run", "--gpus", "1", "--checkpoint-dir", str(tmp_path),
+                               "--train-dir", str(data / "guru_math"), "--eval-dir", str(data / "aime24")]) == 0
+        layers = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("trainer layers"))
+        assert layers.endswith("; log-probs by verl's fused output-layer kernel (triton)"), layers
+
+
+def test_frozenlake_keeps_the_logits_path(frozenlake_data, tmp_path, capsys):
+    out = dry_run(frozenlake_data, tmp_path, capsys)
+    assert "fused" not in next(line for line in out.splitlines() if line.startswith("trainer layers"))

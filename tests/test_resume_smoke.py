@@ -191,7 +191,18 @@ def test_the_kill_test_passes_a_run_that_resumes_right_and_catches_one_that_does
     assert kill_anywhere.main(["--out", str(tmp_path / "hasty"), "--kills", "2", "--steps", "6", "--window", "1"]) == 1
     failures = {c["name"] for c in json.loads((tmp_path / "hasty" / "summary.json").read_text())["checks"]
                 if not c["ok"]}
-    assert any("is complete and named last" in name for name in failures), failures
+    assert any("ended complete" in name for name in failures), failures
+
+    # A launch that finishes one more step after Ctrl-C (as on the H200) and names that one passes.
+    monkeypatch.setenv("STEPS_AFTER_CTRL_C", "1")
+    monkeypatch.setattr(kill_anywhere, "prepare_run", fixture_run)
+    assert kill_anywhere.main(["--out", str(tmp_path / "on"), "--kills", "2", "--steps", "8", "--window", "1"]) == 0
+    checks = json.loads((tmp_path / "on" / "summary.json").read_text())["checks"]
+    named = next(c["detail"] for c in checks if "names the newest complete checkpoint" in c["name"])
+    saving = next(k for k in json.loads((tmp_path / "on" / "summary.json").read_text())["kills"]
+                  if k["moment"] == "Ctrl-C during a save")
+    assert f"(step {saving['saving'] + 1})" in named, (named, saving)
+    monkeypatch.delenv("STEPS_AFTER_CTRL_C")
 
     wrong = (REPO / "tests" / "fixture_bots_run.py").read_text().replace(
         'log.write(f"INFO Explore step {step} started.\\n")', 'log.write(f"INFO Explore step {step + 1} started.\\n")')

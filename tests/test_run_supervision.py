@@ -154,6 +154,32 @@ def test_the_watchdog_gives_nothing_up_when_the_run_returns(tmp_path):
     assert not gave_up.wait(1.5)
 
 
+def test_after_ctrl_c_the_watchdog_stops_the_run_without_calling_it_a_failure(tmp_path, capsys):
+    """Ctrl-C: Trinity shuts the Explorer down under its loop, which logs an error. The watchdog still stops
+    the run (the Trainer would wait for experiences), but reports no failure; the driver gets its
+    KeyboardInterrupt, and the SIGINT handler is put back afterwards."""
+    import os
+    import signal
+
+    log_dir = write_logs(tmp_path / "log", explorer=[log_line("INFO", "10:00:00", "Explore step 1 started.")])
+    stopped = threading.Event()
+    before = signal.getsignal(signal.SIGINT)
+    watchdog = supervise.Watchdog(log_dir, stopped.set, lambda error: None, interval=0.05, grace=0.5)
+    with pytest.raises(KeyboardInterrupt), watchdog:
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(1)  # the signal is handled between bytecodes: KeyboardInterrupt comes before this ends
+        except KeyboardInterrupt:
+            with open(log_dir / "explorer.log", "a") as log:
+                log.write(log_line("ERROR", "10:00:03", "Error in Explorer: RuntimeError: Experience pipeline "
+                                                        "is not initialized."))
+            assert stopped.wait(5), "after Ctrl-C, the Explorer's error must still stop the run"
+            raise
+    assert watchdog.interrupted.is_set() and watchdog.error is None
+    assert "error" not in capsys.readouterr().err
+    assert signal.getsignal(signal.SIGINT) is before
+
+
 def test_a_hung_run_with_a_dead_explorer_exits_nonzero_within_seconds(tmp_path, monkeypatch, capsys):
     """The hang seen on GPUs, replayed with real Ray actors: the Explorer logs a fatal error and returns,
     the Trainer waits for experiences forever, tune() waits for the Trainer. The launcher must end it."""

@@ -6,15 +6,12 @@ import random
 from pathlib import Path
 
 from rftkit.overrides import REF_DTYPE_KEY
+from rftkit.trainer.liger import FUSED_BACKEND_KEY, FUSED_KEY, LIGER_KEY
 from runkit.examples import EXAMPLES
 
 REF_OFFLOAD_KEY = "trainer.trainer_config.ref.fsdp_config.param_offload"  # rftkit.trainer.ref_model reads it
 # verl's model switches, as Trinity-RFT 0.6.0 merges trainer_config's flat `model` section into verl's config
-LIGER_KEY = "trainer.trainer_config.model.use_liger"  # liger-kernel's RMSNorm, SwiGLU and RoPE (lock-gpu.txt)
 CHECKPOINTING_KEY = "trainer.trainer_config.model.enable_gradient_checkpointing"
-# verl's fused log-prob kernel: the output layer and the log-softmax in one pass, the logits never held whole
-FUSED_KEY, FUSED_BACKEND_KEY = ("trainer.trainer_config.model.use_fused_kernels",
-                                "trainer.trainer_config.model.fused_kernel_options.impl_backend")
 
 # The setting the others' log-probs are checked against: padded sdpa, log-probs in fp32 through
 # rftkit.trainer.logprobs (verl's row-by-row fallback in `before` rounds them to bf16 on CPU; on the H200 it
@@ -91,9 +88,10 @@ def trinity_config(example: str, model: Path, work: Path, setting: str):
 
     described, chosen = EXAMPLES[example], SETTINGS[setting]
     config_path = described.config_path()
-    # The train batch is the benchmark's batch: one optimizer step per trainer step, as in a launch.
+    # The train batch is the benchmark's batch: one optimizer step per trainer step, as in a launch. Each
+    # setting says itself whether it uses verl's fused log-prob kernel, whatever the shipped YAML asks for.
     overrides = {"model.model_path": str(model), "checkpoint_root_dir": str(work / "checkpoints"),
-                 "buffer.train_batch_size": described.scale.trainer_batch,
+                 "buffer.train_batch_size": described.scale.trainer_batch, FUSED_KEY: False,
                  **attention.overrides(chosen["attn"]), **chosen["overrides"]}
     if not attention.overrides(chosen["attn"])[attention.PADDING_KEY]:
         overrides["trainer.max_token_len_per_gpu"] = described.scale.padded_budget

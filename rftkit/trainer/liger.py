@@ -6,6 +6,11 @@ RoPE when it is loaded, without the fused linear cross-entropy (which verl's own
 It is on by default because it measured faster with log-probs as close to the padded reference
 (`docs/results/2026-12-04-trainer-levers.md`).
 
+A config may also ask for verl's fused log-prob kernel (`use_fused_kernels`, with Triton as its backend):
+the output layer and the log-softmax in one pass, so that the logits are never held whole. The math configs
+do (their 152k-word output layer dominates a 0.6B model's step); FrozenLake's 3B measured slower with it.
+`describe` says whether it runs.
+
 The launcher's `--liger`:
 
 * `auto`, the default: on where `liger_kernel` is installed (the GPU lock has it; the CPU lock
@@ -20,6 +25,8 @@ import importlib.util
 from rftkit.trainer import configured
 
 LIGER_KEY = "trainer.trainer_config.model.use_liger"
+FUSED_KEY, FUSED_BACKEND_KEY = ("trainer.trainer_config.model.use_fused_kernels",
+                                "trainer.trainer_config.model.fused_kernel_options.impl_backend")
 LIGER_CHOICES = ("auto", "on", "off")
 
 
@@ -46,9 +53,14 @@ def choose(requested: str | None, config: dict, settings: dict | None = None) ->
 
 
 def describe(config: dict) -> str:
-    """One line for the launch summary: the trainer's layers, given a YAML mapping."""
-    return ("liger-kernel's RMSNorm, SwiGLU and RoPE" if configured_liger(config)
-            else "transformers' own (no liger-kernel)")
+    """One line for the launch summary: the trainer's layers and how its log-probs are computed, given a YAML
+    mapping."""
+    layers = ("liger-kernel's RMSNorm, SwiGLU and RoPE" if configured_liger(config)
+              else "transformers' own (no liger-kernel)")
+    if configured(config, FUSED_KEY):
+        backend = configured(config, FUSED_BACKEND_KEY) or "torch"  # verl's default backend
+        return f"{layers}; log-probs by verl's fused output-layer kernel ({backend})"
+    return layers
 
 
 def not_loadable(config: dict, config_name: str) -> str | None:
