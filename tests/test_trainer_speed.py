@@ -96,7 +96,8 @@ def test_the_reference_model_on_the_gpu_or_not_gives_the_same_log_probs(runs):
     ("frozenlake", "varlen-no-ckpt", False, False, None), ("frozenlake", "liger-no-ckpt", True, False, None),
     ("frozenlake", "liger-fused", True, True, "triton"),
     # the math YAML asks for the fused kernel: a setting without it still runs without it
-    ("math", "liger", True, True, None), ("math", "liger-fused", True, True, "triton")])
+    ("math", "liger", True, True, None), ("math", "liger-fused", True, True, "triton"),
+    ("math", "liger-fused-48k", True, True, "triton")])
 def test_the_trainer_levers_reach_verls_model_config(example, setting, liger, checkpointing, fused, tiny_model,
                                                      tmp_path):
     from trinity.trainer.verl.config import build_verl_config
@@ -116,5 +117,6 @@ def test_the_larger_budget_reaches_verls_micro_batches(tiny_model, tmp_path):
 
     from experiments.trainer_speed.settings import trinity_config
 
-    actor = build_verl_config(trinity_config("math", tiny_model, tmp_path, "liger-48k")).actor
-    assert actor.ppo_max_token_len_per_gpu == 49152
+    for setting in ("liger-48k", "liger-fused-48k"):
+        actor = build_verl_config(trinity_config("math", tiny_model, tmp_path / setting, setting)).actor
+        assert actor.ppo_max_token_len_per_gpu == 49152

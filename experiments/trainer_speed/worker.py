@@ -16,6 +16,7 @@ def setup_worker_process(setting: str) -> None:
     from rftkit.trainer import attention, weight_sync
     from rftkit.trainer.import_patch import patch_on_import
 
+    os.environ.update(SETTINGS[setting].get("env", {}))  # switches the hook reads (a launch's environment)
     if SETTINGS[setting]["old_setup"]:  # the hook as it was: verl's padding helpers only
         patch_on_import("verl.utils.attention_utils", attention.use_torch_padding)
     else:
