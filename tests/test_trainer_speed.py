@@ -120,3 +120,11 @@ def test_the_larger_budget_reaches_verls_micro_batches(tiny_model, tmp_path):
     for setting in ("liger-48k", "liger-fused-48k"):
         actor = build_verl_config(trinity_config("math", tiny_model, tmp_path / setting, setting)).actor
         assert actor.ppo_max_token_len_per_gpu == 49152
+
+
+def test_the_ceiling_falls_back_to_the_shipped_budget_only_after_a_larger_one():
+    from experiments.trainer_speed.__main__ import ceiling_budgets
+
+    assert ceiling_budgets("math", ["liger", "liger-fused"]) == [24576]
+    assert ceiling_budgets("math", ["liger-fused", "liger-fused-48k"]) == [49152, 24576]
+    assert ceiling_budgets("frozenlake", ["liger"]) == [25600]

@@ -35,6 +35,17 @@ def child(args: list[str], log: Path, timeout: float) -> dict:
     return json.loads(out.read_text())
 
 
+def ceiling_budgets(example: str, settings: list[str]) -> list[int]:
+    """The micro-batch budgets to run the bare model at, in turn until one fits: the largest a setting used, then
+    the shipped config's (a setting with the fused log-prob kernel may use a budget whose logits the bare model
+    cannot hold)."""
+    from rftkit.overrides import load_yaml
+
+    shipped = load_yaml(EXAMPLES[example].config_path())["trainer"]["max_token_len_per_gpu"]
+    larger = max([0, *[SETTINGS[s]["overrides"].get("trainer.max_token_len_per_gpu", 0) for s in settings]])
+    return [larger, shipped] if larger > shipped else [shipped]
+
+
 def worker_main(args: argparse.Namespace) -> int:
     what, example = args.worker[0], args.worker[1]
     model, work = Path(args.model), Path(args.work)
@@ -78,7 +89,6 @@ def main(argv: list[str] | None = None) -> int:
         print("error: the trainer benchmark needs a CUDA GPU; this machine has none", file=sys.stderr)
         return 2
     from runkit.tiny_model import build_random_model
-    from rftkit.overrides import load_yaml
 
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -105,10 +115,15 @@ def main(argv: list[str] | None = None) -> int:
                   f"{r['trainer tokens/s']:,.0f} tokens/s (reference {r['reference log-probs (s)']:.1f} s, "
                   f"update {r['update (s)']:.1f} s), sync {sync}, peak "
                   f"{r['peak allocated (GiB)']:.0f} GiB") + f" [{time.time() - started:.0f} s]", flush=True)
-        budget = load_yaml(EXAMPLES[example].config_path())["trainer"]["max_token_len_per_gpu"]
-        budget = max([budget, *[SETTINGS[s]["overrides"].get("trainer.max_token_len_per_gpu", 0) for s in results]])
-        ceiling = child(["ceiling", example, str(budget), "--model", str(model), "--work", str(work),
-                         "--steps", str(args.steps)], out / f"{example}-ceiling.log", args.timeout)
+        budgets = ceiling_budgets(example, list(results))
+        for budget in budgets:
+            ceiling = child(["ceiling", example, str(budget), "--model", str(model), "--work", str(work),
+                             "--steps", str(args.steps)], out / f"{example}-ceiling-{budget}.log", args.timeout)
+            if "error" not in ceiling:
+                break
+            if budget != budgets[-1]:
+                print(f"  ceiling at {budget} tokens a micro-batch: {ceiling['error']}; again at {budgets[-1]}",
+                      flush=True)
         if "error" in ceiling:
             print(f"  ceiling: {ceiling['error']}", flush=True)
         else:
