@@ -84,6 +84,22 @@ def launch(args: argparse.Namespace, workflow_func: Callable | str, judge_func: 
         gc.enable()
 
 
+def wait_for_a_save(job_dir: Path) -> int:
+    """Wait while a checkpoint is being written, saying so; then the step the tracker names (0: none)."""
+    if run_state.saving_step(job_dir) is not None:
+        print("interrupted during a checkpoint save: waiting for it to finish (Ctrl-C again stops waiting)",
+              file=sys.stderr, flush=True)
+    return run_state.wait_for_save(job_dir)
+
+
+def finish_save_then_stop(trinity_config) -> None:
+    """The first Ctrl-C's stop, in the watchdog's thread: let a checkpoint being written finish, then kill the
+    run's actors, so that Trinity's teardown, which follows the KeyboardInterrupt, has no save to cut (it ends
+    with ray.shutdown(), which would kill a Trainer in the middle of one)."""
+    wait_for_a_save(Path(trinity_config.checkpoint_job_dir))
+    supervise.kill_trinity_actors(trinity_config)
+
+
 def _launch(args, workflow_func, judge_func, data, check_data) -> int:
     for flag in ("gpus", "nodes", "engines"):
         if getattr(args, flag) is not None and getattr(args, flag) < 1:
@@ -122,6 +138,8 @@ def _launch(args, workflow_func, judge_func, data, check_data) -> int:
     adapted: list[str] = []
     config = resolve_config(config, {}, plan, args.config, notes=adapted)
     adapted_lines = "".join(f"\n  {line}" for line in adapted)
+    if problem := liger.fused_backend_problem(config, args.config):
+        raise InputError(problem)
     if check_data is not None:
         check_data(config)
     workflow_func, judge_func = (load(f) if isinstance(f, str) else f for f in (workflow_func, judge_func))
@@ -164,23 +182,17 @@ def _launch(args, workflow_func, judge_func, data, check_data) -> int:
             cluster.ray_cli("stop", "--force")
         os._exit(1)
 
-    def stop_run() -> None:  # the watchdog's: kill the actors, so that tune() returns
-        if watchdog.interrupted.is_set():  # after a Ctrl-C, a checkpoint being written is finished first
-            run_state.wait_for_save(trinity_config.checkpoint_job_dir)
-        supervise.kill_trinity_actors(trinity_config)
-
     try:
         cluster.connect_ray(trinity_config, timeline.path)
         timeline.mark("Ray connected")
-        with timeline, supervise.Watchdog(trinity_config.log.save_dir, stop_run, give_up,
-                                          since=logs_before) as watchdog:
+        with timeline, supervise.Watchdog(trinity_config.log.save_dir,
+                                          lambda: supervise.kill_trinity_actors(trinity_config), give_up,
+                                          since=logs_before,
+                                          on_interrupt=lambda: finish_save_then_stop(trinity_config)) as watchdog:
             status = tune(workflow_func=workflow_func, judge_func=judge_func, config_path=str(path))
     except KeyboardInterrupt:  # Ctrl-C: the run's actors end with this driver (and with Ray, if we started it)
         job_dir = Path(trinity_config.checkpoint_job_dir)
-        if run_state.saving_step(job_dir) is not None:
-            print("interrupted during a checkpoint save: waiting for it to finish (Ctrl-C again stops waiting)",
-                  file=sys.stderr, flush=True)
-        step = run_state.wait_for_save(job_dir)
+        step = wait_for_a_save(job_dir)
         last = f"{job_dir / f'global_step_{step}'} (step {step})" if step else f"none yet, in {job_dir}"
         print(f"interrupted: the last complete checkpoint is {last}", file=sys.stderr, flush=True)
         return 130

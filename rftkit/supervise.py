@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import _thread
 import re
 import signal
 import sys
@@ -119,23 +120,29 @@ class Watchdog(threading.Thread):
     """Polls the run's logs; on the first fatal error, reports it and calls `stop_run` (by default: kill the
     Trinity actors, so that tune() returns). `give_up` follows if the run has not returned `grace` s later.
 
-    After a Ctrl-C (seen when entered from the main thread; `interrupted` is set), an error is not the run's
-    failure: Trinity's launcher answers the KeyboardInterrupt by shutting the Explorer down under its running
-    loop, which then logs one. It is not reported; `stop_run` is still called, since the Trainer would
-    otherwise wait for experiences that never come, and must itself let a checkpoint being written finish."""
+    Ctrl-C while it watches (entered from the main thread): the first SIGINT does not interrupt the main thread
+    at once. This thread calls `on_interrupt` (the launcher's lets a checkpoint being written finish, then
+    kills the actors, so that Trinity's teardown cuts no save), then raises KeyboardInterrupt in the main
+    thread. A second SIGINT raises it at once. Errors the actors log after a Ctrl-C are the stop's own and
+    are not reported."""
 
     def __init__(self, log_dir: str | os.PathLike, stop_run: Callable[[], None],
                  give_up: Callable[[FatalError], None], interval: float = 5.0, grace: float = 90.0,
-                 since: dict[Path, int] | None = None):
+                 since: dict[Path, int] | None = None, on_interrupt: Callable[[], None] = lambda: None):
         super().__init__(name="rftkit-watchdog", daemon=True)
         self.log_dir, self.stop_run, self.give_up = Path(log_dir), stop_run, give_up
+        self.on_interrupt = on_interrupt
         self.interval, self.grace = interval, grace
         self.error: FatalError | None = None
         self.finished = threading.Event()
         self.since = dict(since or {})  # where each log stood at the launch (`log_sizes`)
         self._read_up_to: dict[Path, int] = dict(self.since)
-        self.interrupted = threading.Event()
-        self._previous_sigint = None
+        self.interrupted = threading.Event()  # a Ctrl-C came
+        self._wake = threading.Event()
+        self._lock = threading.RLock()  # the handler may run again inside itself (a second Ctrl-C)
+        self._watching = False  # in the polling loop, so able to answer a Ctrl-C
+        self._main_interrupted = False  # KeyboardInterrupt raised in the main thread, or on its way
+        self._handler: tuple | None = None  # (the SIGINT handler before ours,) while ours is installed
 
     def _marker_in_new_text(self) -> bool:
         """Whether a fatal marker appeared in any log since the last look.
@@ -159,16 +166,24 @@ class Watchdog(threading.Thread):
         return seen
 
     def run(self) -> None:
-        while not self.finished.wait(self.interval):
+        self._watching = True
+        while True:
+            self._wake.wait(self.interval)
+            self._wake.clear()
+            if self.finished.is_set():
+                return
+            if self.interrupted.is_set():
+                return self._stop_for_ctrl_c()
             if not self._marker_in_new_text():
                 continue
             error = first_fatal_error(self.log_dir, self.since)
             if error is None:  # a marker in a non-fatal line, or an Explorer stopped after the Trainer finished
                 continue
             time.sleep(1.0)  # let the traceback reach the file
-            if self.interrupted.is_set():  # the Ctrl-C's own shutdown, not a failure
-                self.stop_run()
-                return
+            with self._lock:
+                if self.interrupted.is_set():  # the Ctrl-C came first: its own stop
+                    return self._stop_for_ctrl_c()
+                self._watching = False  # a Ctrl-C from now on interrupts the main thread at once
             self.error = first_fatal_error(self.log_dir, self.since) or error
             print(f"error: the run failed, stopping it: {self.error}\n{self.error.text}", file=sys.stderr, flush=True)
             self.stop_run()
@@ -176,26 +191,45 @@ class Watchdog(threading.Thread):
                 self.give_up(self.error)
             return
 
+    def _stop_for_ctrl_c(self) -> None:
+        try:
+            self.on_interrupt()
+        finally:
+            with self._lock:  # (__exit__ sets `finished` under it: no interrupt once the watch is over)
+                if not (self._main_interrupted or self.finished.is_set()):
+                    self._main_interrupted = True
+                    _thread.interrupt_main(signal.SIGINT)  # our handler runs again, and raises this time
+
     def _on_sigint(self, signum, frame) -> None:
-        if self._previous_sigint == signal.SIG_IGN:
+        previous = self._handler[0]
+        if previous == signal.SIG_IGN:
             return
-        self.interrupted.set()
-        if callable(self._previous_sigint):  # Python's own handler raises KeyboardInterrupt
-            self._previous_sigint(signum, frame)
+        with self._lock:
+            if not self.interrupted.is_set() and self._watching and self.is_alive():
+                self.interrupted.set()  # the first: this thread stops the run, then interrupts the main thread
+                self._wake.set()
+                return
+            self.interrupted.set()
+            self._main_interrupted = True
+        if callable(previous):  # Python's own handler raises KeyboardInterrupt
+            previous(signum, frame)
         else:  # SIG_DFL: the process would end; let the launcher's handler run instead
             raise KeyboardInterrupt
 
     def __enter__(self) -> "Watchdog":
         if threading.current_thread() is threading.main_thread():
-            self._previous_sigint = signal.signal(signal.SIGINT, self._on_sigint)
+            self._handler = (signal.signal(signal.SIGINT, self._on_sigint),)
         self.start()
         return self
 
     def __exit__(self, *exc) -> None:
-        if self._previous_sigint is not None:
-            signal.signal(signal.SIGINT, self._previous_sigint)
-            self._previous_sigint = None
-        self.finished.set()
+        with self._lock:
+            self.finished.set()
+        if self._handler is not None:
+            previous = self._handler[0]  # None: a handler set outside Python, for which Python's own stands in
+            signal.signal(signal.SIGINT, signal.default_int_handler if previous is None else previous)
+            self._handler = None
+        self._wake.set()
         self.join(timeout=self.interval + 5)
 
 

@@ -93,3 +93,17 @@ def test_the_math_configs_ask_for_verls_fused_logprobs_and_the_dry_run_says_so(s
 def test_frozenlake_keeps_the_logits_path(frozenlake_data, tmp_path, capsys):
     out = dry_run(frozenlake_data, tmp_path, capsys)
     assert "fused" not in next(line for line in out.splitlines() if line.startswith("trainer layers"))
+
+
+@pytest.mark.parametrize("backend", ["null", "cuda"])
+def test_the_fused_kernel_without_a_backend_verl_knows_is_refused_in_a_dry_run(backend, sample_work, tmp_path):
+    from math_bots import main as math_main
+
+    data = sample_work / "data" / "math_bots"
+    with pytest.raises(SystemExit) as stop:
+        math_main.main(["--config", "configs/config_difficulty.yaml", "--dry-run", "--gpus", "1",
+                        "--checkpoint-dir", str(tmp_path), "--train-dir", str(data / "guru_math"),
+                        "--eval-dir", str(data / "aime24"), "--set", f"{liger.FUSED_BACKEND_KEY}={backend}"])
+    assert stop.value.code == 2
+    assert liger.FUSED_BACKEND_KEY in str(stop.value) and "expected one of triton, torch" in str(stop.value)
+    assert not list(tmp_path.iterdir()), "nothing is written for a launch refused at its inputs"

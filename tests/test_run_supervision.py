@@ -154,30 +154,101 @@ def test_the_watchdog_gives_nothing_up_when_the_run_returns(tmp_path):
     assert not gave_up.wait(1.5)
 
 
-def test_after_ctrl_c_the_watchdog_stops_the_run_without_calling_it_a_failure(tmp_path, capsys):
-    """Ctrl-C: Trinity shuts the Explorer down under its loop, which logs an error. The watchdog still stops
-    the run (the Trainer would wait for experiences), but reports no failure; the driver gets its
-    KeyboardInterrupt, and the SIGINT handler is put back afterwards."""
+@pytest.fixture
+def python_sigint():
+    """SIGINT answered by Python's own handler for the test, however pytest was started (a background job
+    inherits SIGINT ignored), and put back after."""
+    import signal
+
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield signal.default_int_handler
+    signal.signal(signal.SIGINT, before)
+
+
+def wait_for_interrupt(seconds: float) -> None:
+    """Run Python code (where signals are handled) until a KeyboardInterrupt, which must come in `seconds`."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        time.sleep(0.01)
+    pytest.fail(f"no KeyboardInterrupt within {seconds} s")
+
+
+def test_the_first_ctrl_c_interrupts_only_after_the_watchdogs_stop(tmp_path, capsys, python_sigint):
+    """Ctrl-C: the watchdog's thread first runs `on_interrupt` (the launcher's lets a save finish and kills the
+    actors), then the main thread gets its KeyboardInterrupt. Errors the actors log meanwhile (Trinity's
+    shutdown of the Explorer) are not reported, and the SIGINT handler is put back afterwards."""
     import os
     import signal
 
     log_dir = write_logs(tmp_path / "log", explorer=[log_line("INFO", "10:00:00", "Explore step 1 started.")])
-    stopped = threading.Event()
-    before = signal.getsignal(signal.SIGINT)
-    watchdog = supervise.Watchdog(log_dir, stopped.set, lambda error: None, interval=0.05, grace=0.5)
+    stopped, stop_done = threading.Event(), threading.Event()
+
+    def on_interrupt():  # as a save that takes a while to finish
+        with open(log_dir / "explorer.log", "a") as log:
+            log.write(log_line("ERROR", "10:00:03", "Error in Explorer: RuntimeError: Experience pipeline "
+                                                    "is not initialized."))
+        time.sleep(1.0)
+        stop_done.set()
+
+    watchdog = supervise.Watchdog(log_dir, stopped.set, lambda error: None, interval=0.05, grace=0.5,
+                                  on_interrupt=on_interrupt)
     with pytest.raises(KeyboardInterrupt), watchdog:
+        os.kill(os.getpid(), signal.SIGINT)
         try:
-            os.kill(os.getpid(), signal.SIGINT)
-            time.sleep(1)  # the signal is handled between bytecodes: KeyboardInterrupt comes before this ends
+            wait_for_interrupt(10)
         except KeyboardInterrupt:
-            with open(log_dir / "explorer.log", "a") as log:
-                log.write(log_line("ERROR", "10:00:03", "Error in Explorer: RuntimeError: Experience pipeline "
-                                                        "is not initialized."))
-            assert stopped.wait(5), "after Ctrl-C, the Explorer's error must still stop the run"
+            assert stop_done.is_set(), "the main thread was interrupted before the stop had finished"
             raise
-    assert watchdog.interrupted.is_set() and watchdog.error is None
+    assert watchdog.interrupted.is_set() and watchdog.error is None and not stopped.is_set()
     assert "error" not in capsys.readouterr().err
-    assert signal.getsignal(signal.SIGINT) is before
+    assert signal.getsignal(signal.SIGINT) is python_sigint
+
+
+def test_a_second_ctrl_c_interrupts_at_once_and_only_once(tmp_path, python_sigint):
+    import os
+    import signal
+
+    log_dir = write_logs(tmp_path / "log", explorer=[log_line("INFO", "10:00:00", "Explore step 1 started.")])
+    release = threading.Event()
+    watchdog = supervise.Watchdog(log_dir, lambda: None, lambda error: None, interval=0.05,
+                                  on_interrupt=lambda: release.wait(10))
+    with watchdog:
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.3)  # the first: swallowed while the stop runs
+        started = time.monotonic()
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+            wait_for_interrupt(5)
+        assert time.monotonic() - started < 1
+        release.set()  # the stop ends: it must not interrupt the main thread a second time
+        time.sleep(0.5)
+    assert not watchdog.is_alive()
+
+
+def test_the_launchers_stop_lets_a_save_finish_before_it_kills_the_actors(tmp_path, monkeypatch, capsys):
+    from types import SimpleNamespace
+
+    from rftkit.checkpoints import TRACKER, tracker_step
+
+    job = tmp_path / "job"
+    (job / "global_step_2" / "actor").mkdir(parents=True)
+    (job / TRACKER).write_text("1")
+
+    def save():  # step 2's files keep changing for a second, then the tracker names it
+        for part in range(5):
+            (job / "global_step_2" / "actor" / f"part_{part}").write_bytes(b"x")
+            time.sleep(0.2)
+        (job / TRACKER).write_text("2")
+
+    writer = threading.Thread(target=save)
+    writer.start()
+    time.sleep(0.1)  # the save is under way
+    killed_at = []
+    monkeypatch.setattr(supervise, "kill_trinity_actors", lambda config: killed_at.append(tracker_step(job)))
+    launch.finish_save_then_stop(SimpleNamespace(checkpoint_job_dir=str(job)))
+    writer.join()
+    assert killed_at == [2], "the actors were killed before the save under way had finished"
+    assert "waiting for it to finish" in capsys.readouterr().err
 
 
 def test_a_hung_run_with_a_dead_explorer_exits_nonzero_within_seconds(tmp_path, monkeypatch, capsys):

@@ -8,8 +8,9 @@ reference) just before FSDP shards it, so after Trinity's loader has turned grad
 * in place (`Module.compile`), so that the layer keeps its class, by which FSDP2's wrap policy finds it, and
   its parameter names, which checkpoints and the weight sync use;
 * with dynamic shapes, since a packed micro-batch has a new length every time;
-* checkpointing stays outside each graph (transformers' checkpointing layer wraps `__call__`), and FSDP2's
-  hooks run eagerly (torch._dynamo skips them by default).
+* transformers (5.x) applies gradient checkpointing inside the layer's forward, so each graph holds the
+  checkpoint (dynamo traces it as a higher-order op and recomputes within the graph); FSDP2's hooks run
+  eagerly (torch._dynamo skips them by default).
 
 The project's packed attention reads the sequence boundaries on the host, so a layer's graph breaks around it.
 """

@@ -27,6 +27,7 @@ from rftkit.trainer import configured
 LIGER_KEY = "trainer.trainer_config.model.use_liger"
 FUSED_KEY, FUSED_BACKEND_KEY = ("trainer.trainer_config.model.use_fused_kernels",
                                 "trainer.trainer_config.model.fused_kernel_options.impl_backend")
+FUSED_BACKENDS = ("triton", "torch")  # what verl 0.8.0's patch_forward_with_backends accepts
 LIGER_CHOICES = ("auto", "on", "off")
 
 
@@ -58,9 +59,18 @@ def describe(config: dict) -> str:
     layers = ("liger-kernel's RMSNorm, SwiGLU and RoPE" if configured_liger(config)
               else "transformers' own (no liger-kernel)")
     if configured(config, FUSED_KEY):
-        backend = configured(config, FUSED_BACKEND_KEY) or "torch"  # verl's default backend
-        return f"{layers}; log-probs by verl's fused output-layer kernel ({backend})"
+        return f"{layers}; log-probs by verl's fused output-layer kernel ({configured(config, FUSED_BACKEND_KEY)})"
     return layers
+
+
+def fused_backend_problem(config: dict, config_name: str) -> str | None:
+    """Why the fused log-prob kernel cannot run as configured anywhere (no backend verl knows), or None."""
+    backend = configured(config, FUSED_BACKEND_KEY)
+    if configured(config, FUSED_KEY) and backend not in FUSED_BACKENDS:
+        # verl 0.8.0 then leaves the model's forward as it is, and its fused path fails on the first step
+        return (f"{config_name}: {FUSED_KEY} is true but {FUSED_BACKEND_KEY} is {backend!r}; expected one of "
+                f"{', '.join(FUSED_BACKENDS)}, or set {FUSED_KEY}=false.")
+    return None
 
 
 def not_loadable(config: dict, config_name: str) -> str | None:
