@@ -4,7 +4,7 @@ imports Trinity, verl or vLLM. Each patch is applied when its module is imported
 from __future__ import annotations
 
 from rftkit import checkpoints, run_state, startup, trinity_plugins
-from rftkit.trainer import (attention, colocate, compile_layers, concurrent_start, early_runners, lean_engine,
+from rftkit.trainer import (attention, colocate, concurrent_start, early_runners, layer_levers, lean_engine,
                             ref_model)
 
 
@@ -17,15 +17,15 @@ def setup() -> None:
     the launch switches them off (rftkit.cluster.FAST_START), the trainer's workers
     (rftkit.trainer.concurrent_start) and the workflow runners (rftkit.trainer.early_runners) started
     beside the rollout engine, and a one-GPU engine started in two processes instead of four
-    (rftkit.trainer.lean_engine); where the environment asks for it, the trainer's decoder layers
-    compiled (rftkit.trainer.compile_layers)."""
+    (rftkit.trainer.lean_engine); where the environment asks for them, the trainer's decoder layers
+    compiled or checkpointed sparsely (rftkit.trainer.layer_levers)."""
     trinity_plugins.worker_setup()
     attention.worker_setup()
     concurrent_start.worker_setup()
     early_runners.worker_setup()
     lean_engine.worker_setup()
     ref_model.worker_setup()
-    compile_layers.worker_setup()
+    layer_levers.worker_setup()
     run_state.worker_setup()
     checkpoints.worker_setup()
     startup.worker_setup()

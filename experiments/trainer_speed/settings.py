@@ -6,7 +6,7 @@ import random
 from pathlib import Path
 
 from rftkit.overrides import REF_DTYPE_KEY
-from rftkit.trainer.compile_layers import SWITCH_ENV as COMPILE_ENV
+from rftkit.trainer.layer_levers import CHECKPOINT_ENV, COMPILE_ENV
 from rftkit.trainer.liger import FUSED_BACKEND_KEY, FUSED_KEY, LIGER_KEY
 from runkit.examples import EXAMPLES
 
@@ -50,13 +50,17 @@ SETTINGS = {
     "liger-48k": dict(attn="varlen", old_setup=False, sync=False,
                       overrides={LIGER_KEY: True, "trainer.max_token_len_per_gpu": 49152}),
     # the math configs' default (liger and the fused kernel) with twice the budget, which its memory allows;
-    # and with each decoder layer compiled (rftkit.trainer.compile_layers, asked for through the environment)
+    # and with each decoder layer compiled (rftkit.trainer.layer_levers, asked for through the environment)
     "liger-fused-48k": dict(attn="varlen", old_setup=False, sync=False,
                             overrides={LIGER_KEY: True, FUSED_KEY: True, FUSED_BACKEND_KEY: "triton",
                                        "trainer.max_token_len_per_gpu": 49152}),
     "liger-fused-compile": dict(attn="varlen", old_setup=False, sync=False,
                                 overrides={LIGER_KEY: True, FUSED_KEY: True, FUSED_BACKEND_KEY: "triton"},
                                 env={COMPILE_ENV: "1"}),
+    # liger with gradient checkpointing on every other decoder layer only (rftkit.trainer.layer_levers): between
+    # `liger` and `liger-no-ckpt`, in speed and in memory
+    "liger-ckpt-half": dict(attn="varlen", old_setup=False, sync=False, overrides={LIGER_KEY: True},
+                            env={CHECKPOINT_ENV: "2"}),
 }
 # what runs without --settings: the old and the new, and for FrozenLake, whose 3B model makes the reference
 # pass and the micro-batch budget count, both variants of the new

@@ -11,7 +11,7 @@ weight_sync.py       one GPU: weights handed to the engine in its dtype, as byte
 concurrent_start.py  the trainer's workers built while the engine starts (a switch)
 early_runners.py     the workflow runners started while the engine starts (a switch)
 lean_engine.py       a one-GPU rollout engine in two processes instead of four (a switch)
-compile_layers.py    torch.compile of the trainer's decoder layers (a switch the trainer benchmark measures)
+layer_levers.py      the decoder layers compiled, or checkpointed sparsely (switches the trainer benchmark measures)
 import_patch.py      a patch applied when its module is imported, and the source check each makes
 
 They import only each other: a worker loads no launcher code.

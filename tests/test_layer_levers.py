@@ -1,6 +1,7 @@
-"""rftkit.trainer.compile_layers on CPU: each decoder layer compiled in place before sharding, with gradient
-checkpointing and the packed attention, computing what the uncompiled model computes. The backend here is
-aot_eager (dynamo's graphs and autograd's, no code generation); the GPU benchmark uses inductor."""
+"""rftkit.trainer.layer_levers on CPU: before sharding, each decoder layer compiled in place, or checkpointed on
+every other layer only, computing what the model computes without the lever (with checkpointing and the packed
+attention). The compile backend here is aot_eager (dynamo's graphs and autograd's, no code generation); the GPU
+benchmark uses inductor."""
 
 import types
 
@@ -8,7 +9,7 @@ import pytest
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM
 
-from rftkit.trainer import compile_layers, packed_attention
+from rftkit.trainer import layer_levers, packed_attention
 from rftkit.trainer.import_patch import source_has
 
 packed_attention.register()
@@ -63,10 +64,10 @@ def loss_and_grads(model):
 
 def test_the_switch_names_the_backend(monkeypatch):
     for value, backend in (("", None), ("0", None), ("1", "inductor"), ("aot_eager", "aot_eager")):
-        monkeypatch.setenv(compile_layers.SWITCH_ENV, value)
-        assert compile_layers.backend() == backend
-    monkeypatch.delenv(compile_layers.SWITCH_ENV)
-    assert compile_layers.backend() is None
+        monkeypatch.setenv(layer_levers.COMPILE_ENV, value)
+        assert layer_levers.compile_backend() == backend
+    monkeypatch.delenv(layer_levers.COMPILE_ENV)
+    assert layer_levers.compile_backend() is None
 
 
 def test_each_decoder_layer_is_compiled_in_place_before_sharding_and_computes_the_same(tmp_path):
@@ -76,11 +77,11 @@ def test_each_decoder_layer_is_compiled_in_place_before_sharding_and_computes_th
     seen = []
 
     def build_fsdp_module(self, module):  # what the patched engine hands to FSDP
-        seen.append([layer._compiled_call_impl is not None for layer in compile_layers.decoder_layers(module)])
+        seen.append([layer._compiled_call_impl is not None for layer in layer_levers.decoder_layers(module)])
         return module
 
     verl = fake_verl(build_fsdp_module)
-    compile_layers.compile_before_sharding(verl, "aot_eager")
+    layer_levers.before_sharding(verl, "aot_eager", 1)
     built = verl.FSDPEngine()._build_fsdp_module(compiled)
     assert seen == [[True, True]]  # both Qwen2DecoderLayers, compiled by the time FSDP would wrap them
     assert type(built.model.layers[0]).__name__ == "Qwen2DecoderLayer"  # FSDP2's wrap policy matches the class
@@ -98,50 +99,79 @@ def test_each_decoder_layer_is_compiled_in_place_before_sharding_and_computes_th
 
 def test_the_patch_is_applied_once():
     verl = fake_verl(lambda self, module: module)
-    compile_layers.compile_before_sharding(verl)
+    layer_levers.before_sharding(verl, "inductor", 1)
     patched = verl.FSDPEngine._build_fsdp_module
-    compile_layers.compile_before_sharding(verl)
+    layer_levers.before_sharding(verl, "inductor", 1)
     assert verl.FSDPEngine._build_fsdp_module is patched
 
 
 def test_a_verl_that_builds_differently_stops_the_worker_naming_the_switch():
-    with pytest.raises(RuntimeError, match=compile_layers.SWITCH_ENV):
-        compile_layers.compile_before_sharding(fake_verl(lambda self, module: module, builds_then_shards=False))
+    with pytest.raises(RuntimeError, match=layer_levers.COMPILE_ENV):
+        layer_levers.before_sharding(fake_verl(lambda self, module: module, builds_then_shards=False), None, 2)
 
 
 def test_verl_0_8_still_loads_then_shards():
     from verl.workers.engine.fsdp import transformer_impl
 
     assert all(source_has(transformer_impl.FSDPEngine._build_model_optimizer, line)
-               for line in compile_layers.BUILDS_THEN_SHARDS)
+               for line in layer_levers.BUILDS_THEN_SHARDS)
 
 
 def test_a_model_without_named_layers_is_refused():
     verl = fake_verl(lambda self, module: module)
-    compile_layers.compile_before_sharding(verl)
+    layer_levers.before_sharding(verl, "inductor", 1)
     with pytest.raises(RuntimeError, match="no decoder layers"):
         verl.FSDPEngine()._build_fsdp_module(torch.nn.Linear(2, 2))
 
 
-def test_the_worker_hook_patches_verls_engine_only_when_asked(monkeypatch):
-    from conftest import patches_asked
+@pytest.mark.parametrize("compile_value,every,asked", [(None, None, False), ("0", "1", False), ("1", None, True),
+                                                      (None, "2", True)])
+def test_the_worker_hook_patches_verls_engine_only_when_asked(compile_value, every, asked, monkeypatch):
+    patched = []
+    monkeypatch.setattr(layer_levers, "patch_on_import", lambda name, patch: patched.append(name))
+    for name, value in ((layer_levers.COMPILE_ENV, compile_value), (layer_levers.CHECKPOINT_ENV, every)):
+        monkeypatch.setenv(name, "recorded")  # (delenv alone records nothing for a variable that is not set)
+        monkeypatch.delenv(name)
+        if value is not None:
+            monkeypatch.setenv(name, value)
+    layer_levers.worker_setup()
+    assert patched == ([layer_levers.FSDP_IMPL] if asked else [])
 
-    assert patches_asked(compile_layers, None, monkeypatch) == []
-    assert patches_asked(compile_layers, "0", monkeypatch) == []
-    assert patches_asked(compile_layers, "1", monkeypatch) == [compile_layers.FSDP_IMPL]
+
+def test_a_checkpoint_interval_that_is_not_a_whole_number_is_refused(monkeypatch):
+    for value in ("0", "half", "-1"):
+        monkeypatch.setenv(layer_levers.CHECKPOINT_ENV, value)
+        with pytest.raises(ValueError, match=layer_levers.CHECKPOINT_ENV):
+            layer_levers.checkpoint_every()
 
 
-def test_the_benchmarks_compile_setting_asks_for_it_through_the_environment(monkeypatch):
+def test_every_other_layer_checkpointed_computes_the_same(tmp_path):
+    every_layer, sparse = tiny_model(tmp_path / "a"), tiny_model(tmp_path / "b")
+    verl = fake_verl(lambda self, module: module)
+    layer_levers.before_sharding(verl, None, 2)
+    built = verl.FSDPEngine()._build_fsdp_module(sparse)
+    assert [layer.gradient_checkpointing for layer in layer_levers.decoder_layers(built)] == [True, False]
+    assert all(layer.gradient_checkpointing for layer in layer_levers.decoder_layers(every_layer))
+    want_loss, want_grads = loss_and_grads(every_layer)
+    got_loss, got_grads = loss_and_grads(built)
+    assert torch.allclose(got_loss, want_loss, atol=1e-6) and got_grads.keys() == want_grads.keys()
+    for name, grad in want_grads.items():
+        assert torch.allclose(got_grads[name], grad, atol=1e-6), name
+
+
+def test_the_benchmarks_lever_settings_ask_for_them_through_the_environment(monkeypatch):
     from experiments.trainer_speed import worker
     from rftkit import workers
 
     from rftkit.trainer import weight_sync
 
     monkeypatch.setattr(workers, "setup_colocated", lambda: None)
-    for name in (compile_layers.SWITCH_ENV, weight_sync.DTYPE_ENV):  # both set by the set-up: put back after
+    for name in (layer_levers.COMPILE_ENV, layer_levers.CHECKPOINT_ENV, weight_sync.DTYPE_ENV):  # set below
         monkeypatch.setenv(name, "recorded")  # (delenv alone records nothing for a variable that is not set)
         monkeypatch.delenv(name)
     worker.setup_worker_process("liger-fused")
-    assert compile_layers.backend() is None
+    assert (layer_levers.compile_backend(), layer_levers.checkpoint_every()) == (None, 1)
     worker.setup_worker_process("liger-fused-compile")
-    assert compile_layers.backend() == "inductor"
+    assert layer_levers.compile_backend() == "inductor"
+    worker.setup_worker_process("liger-ckpt-half")
+    assert layer_levers.checkpoint_every() == 2

@@ -1,0 +1,85 @@
+"""Two levers on the trainer model's decoder layers, applied just before verl's FSDP engine shards a model (actor
+and reference), each off unless a trainer worker's environment asks for it. The trainer benchmark measures them;
+verl 0.8.0 has a switch for neither.
+
+* `RFTKIT_CHECKPOINT_EVERY=N` (N > 1): gradient checkpointing on every N-th decoder layer only, where Trinity's
+  loader turned it on for all (transformers' own `every_n_layers`). The other layers keep their activations:
+  faster backward passes, for more memory.
+* `RFTKIT_COMPILE_LAYERS` ("1": inductor; or a torch.compile backend's name): each decoder layer compiled, in
+  place (`Module.compile`), so that it keeps its class, by which FSDP2's wrap policy finds it, and its parameter
+  names, which checkpoints and the weight sync use; with dynamic shapes, since a packed micro-batch has a new
+  length every time. transformers (5.x) checkpoints inside the layer's forward, so each graph holds its
+  checkpoint (dynamo traces it as a higher-order op); FSDP2's hooks run eagerly (dynamo skips them by default).
+  The project's packed attention reads the sequence boundaries on the host, so a layer's graph breaks there.
+
+verl 0.8.0's `use_torch_compile` compiles only the entropy function.
+"""
+
+from __future__ import annotations
+
+import os
+from types import ModuleType
+
+from rftkit.trainer.import_patch import patch_on_import, source_has
+
+COMPILE_ENV, CHECKPOINT_ENV = "RFTKIT_COMPILE_LAYERS", "RFTKIT_CHECKPOINT_EVERY"
+FSDP_IMPL = "verl.workers.engine.fsdp.transformer_impl"  # written against verl 0.8.0
+# What the patch relies on in FSDPEngine._build_model_optimizer: the model, loaded (checkpointing on), goes
+# through _build_fsdp_module, which shards it.
+BUILDS_THEN_SHARDS = ("module = self._build_module()", "module = self._build_fsdp_module(module)")
+
+
+def compile_backend() -> str | None:
+    """The torch.compile backend the environment asks for, or None (off)."""
+    value = os.environ.get(COMPILE_ENV, "")
+    return None if value in ("", "0") else "inductor" if value == "1" else value
+
+
+def checkpoint_every() -> int:
+    """Every how many decoder layers one is checkpointed (1: all, transformers' and Trinity's way)."""
+    value = os.environ.get(CHECKPOINT_ENV, "1")
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError(f"{CHECKPOINT_ENV}={value!r}: expected a whole number of layers, 1 or more")
+    return int(value)
+
+
+def decoder_layers(model) -> list:
+    """The model's decoder layers: the modules of the classes it names in `_no_split_modules`, as FSDP wraps them."""
+    names = set(getattr(model, "_no_split_modules", None) or ())
+    return [module for module in model.modules() if type(module).__name__ in names]
+
+
+def before_sharding(module: ModuleType, backend: str | None, every: int) -> None:
+    """Patch verl 0.8.0's FSDPEngine: checkpoint every `every`-th layer only, and compile the layers with
+    `backend` (None: not), in each model just before it is sharded."""
+    engine = module.FSDPEngine
+    build = engine._build_fsdp_module
+    if getattr(build, "layer_levers", False):
+        return
+    if not all(source_has(engine._build_model_optimizer, line) for line in BUILDS_THEN_SHARDS):
+        raise RuntimeError(f"rftkit.trainer.layer_levers: {FSDP_IMPL}.FSDPEngine._build_model_optimizer no "
+                           f"longer loads the model and then shards it as verl 0.8.0 did; this patch must be "
+                           f"checked against it (or unset {COMPILE_ENV} and {CHECKPOINT_ENV})")
+
+    def _build_fsdp_module(self, fsdp_module):
+        layers = decoder_layers(fsdp_module)
+        if not layers:
+            raise RuntimeError(f"rftkit.trainer.layer_levers: {type(fsdp_module).__name__} names no decoder layers "
+                               f"in _no_split_modules")
+        if every > 1 and getattr(fsdp_module, "is_activation_checkpointing", False):
+            fsdp_module.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False},
+                                                        every_n_layers=every)  # as Trinity's loader, but sparser
+        if backend is not None:
+            for layer in layers:
+                layer.compile(backend=backend, dynamic=True)
+        return build(self, fsdp_module)
+
+    _build_fsdp_module.layer_levers = True
+    engine._build_fsdp_module = _build_fsdp_module
+
+
+def worker_setup() -> None:
+    """In a Ray worker whose environment asks for a lever: patch verl's FSDP engine once it is imported."""
+    backend, every = compile_backend(), checkpoint_every()
+    if backend is not None or every > 1:
+        patch_on_import(FSDP_IMPL, lambda module: before_sharding(module, backend, every))
