@@ -10,7 +10,7 @@ by part, with the tracker naming it last. A resumed run first prints the digest 
 T, and its trainer's log says which checkpoint it loaded. Each step's posteriors are a function of n.
 A SIGINT is answered as the launcher answers Ctrl-C during a save: the step under way is finished, its
 checkpoint named, and the run exits 130 naming it. With STEPS_AFTER_CTRL_C=N in the environment it trains N
-more steps first, as Trinity's trainer on the H200 finished the step it had begun.
+more steps first, as a trainer may finish the step it has begun.
 """
 
 import json

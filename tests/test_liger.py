@@ -79,13 +79,18 @@ def test_trinitys_model_loader_still_applies_liger_from_use_liger():
     assert "_apply_liger_kernel_to_instance(" in source
 
 
+def math_dry_run_args(sample_work, tmp_path, config: str, *flags) -> list[str]:
+    """math_bots/main.py's arguments for a one-GPU dry run of `config` on the sample data."""
+    data = sample_work / "data" / "math_bots"
+    return ["--config", config, "--dry-run", "--gpus", "1", "--checkpoint-dir", str(tmp_path),
+            "--train-dir", str(data / "guru_math"), "--eval-dir", str(data / "aime24"), *flags]
+
+
 def test_the_math_configs_ask_for_verls_fused_logprobs_and_the_dry_run_says_so(sample_work, tmp_path, capsys):
     from math_bots import main as math_main
 
-    data = sample_work / "data" / "math_bots"
     for config in ("configs/config_difficulty.yaml", "configs/config_random.yaml"):
-        assert math_main.main(["--config", config, "--dry-run", "--gpus", "1", "--checkpoint-dir", str(tmp_path),
-                               "--train-dir", str(data / "guru_math"), "--eval-dir", str(data / "aime24")]) == 0
+        assert math_main.main(math_dry_run_args(sample_work, tmp_path, config)) == 0
         layers = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("trainer layers"))
         assert layers.endswith("; log-probs by verl's fused output-layer kernel (triton)"), layers
 
@@ -99,11 +104,9 @@ def test_frozenlake_keeps_the_logits_path(frozenlake_data, tmp_path, capsys):
 def test_the_fused_kernel_without_a_backend_verl_knows_is_refused_in_a_dry_run(backend, sample_work, tmp_path):
     from math_bots import main as math_main
 
-    data = sample_work / "data" / "math_bots"
     with pytest.raises(SystemExit) as stop:
-        math_main.main(["--config", "configs/config_difficulty.yaml", "--dry-run", "--gpus", "1",
-                        "--checkpoint-dir", str(tmp_path), "--train-dir", str(data / "guru_math"),
-                        "--eval-dir", str(data / "aime24"), "--set", f"{liger.FUSED_BACKEND_KEY}={backend}"])
+        math_main.main(math_dry_run_args(sample_work, tmp_path, "configs/config_difficulty.yaml",
+                                         "--set", f"{liger.FUSED_BACKEND_KEY}={backend}"))
     assert stop.value.code == 2
     assert liger.FUSED_BACKEND_KEY in str(stop.value) and "expected one of triton, torch" in str(stop.value)
     assert not list(tmp_path.iterdir()), "nothing is written for a launch refused at its inputs"

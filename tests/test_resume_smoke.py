@@ -193,7 +193,7 @@ def test_the_kill_test_passes_a_run_that_resumes_right_and_catches_one_that_does
                 if not c["ok"]}
     assert any("ended complete" in name for name in failures), failures
 
-    # A launch that finishes one more step after Ctrl-C (as on the H200) and names that one passes.
+    # A launch that finishes one more step after Ctrl-C and names that one passes.
     monkeypatch.setenv("STEPS_AFTER_CTRL_C", "1")
     monkeypatch.setattr(kill_anywhere, "prepare_run", fixture_run)
     assert kill_anywhere.main(["--out", str(tmp_path / "on"), "--kills", "2", "--steps", "8", "--window", "1"]) == 0

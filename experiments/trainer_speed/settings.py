@@ -13,6 +13,8 @@ from runkit.examples import EXAMPLES
 REF_OFFLOAD_KEY = "trainer.trainer_config.ref.fsdp_config.param_offload"  # rftkit.trainer.ref_model reads it
 # verl's model switches, as Trinity-RFT 0.6.0 merges trainer_config's flat `model` section into verl's config
 CHECKPOINTING_KEY = "trainer.trainer_config.model.enable_gradient_checkpointing"
+# liger with verl's fused log-prob kernel on Triton: the math configs' trainer
+LIGER_FUSED = {LIGER_KEY: True, FUSED_KEY: True, FUSED_BACKEND_KEY: "triton"}
 
 # The setting the others' log-probs are checked against: padded sdpa, log-probs in fp32 through
 # rftkit.trainer.logprobs (verl's row-by-row fallback in `before` rounds them to bf16 on CPU; on the H200 it
@@ -45,17 +47,14 @@ SETTINGS = {
     "liger-no-ckpt": dict(attn="varlen", old_setup=False, sync=False,
                           overrides={LIGER_KEY: True, CHECKPOINTING_KEY: False}),
     # liger with verl's fused log-probs (Triton), then with twice the math config's micro-batch budget
-    "liger-fused": dict(attn="varlen", old_setup=False, sync=False,
-                        overrides={LIGER_KEY: True, FUSED_KEY: True, FUSED_BACKEND_KEY: "triton"}),
+    "liger-fused": dict(attn="varlen", old_setup=False, sync=False, overrides=LIGER_FUSED),
     "liger-48k": dict(attn="varlen", old_setup=False, sync=False,
                       overrides={LIGER_KEY: True, "trainer.max_token_len_per_gpu": 49152}),
     # the math configs' default (liger and the fused kernel) with twice the budget, which its memory allows;
     # and with each decoder layer compiled (rftkit.trainer.layer_levers, asked for through the environment)
     "liger-fused-48k": dict(attn="varlen", old_setup=False, sync=False,
-                            overrides={LIGER_KEY: True, FUSED_KEY: True, FUSED_BACKEND_KEY: "triton",
-                                       "trainer.max_token_len_per_gpu": 49152}),
-    "liger-fused-compile": dict(attn="varlen", old_setup=False, sync=False,
-                                overrides={LIGER_KEY: True, FUSED_KEY: True, FUSED_BACKEND_KEY: "triton"},
+                            overrides={**LIGER_FUSED, "trainer.max_token_len_per_gpu": 49152}),
+    "liger-fused-compile": dict(attn="varlen", old_setup=False, sync=False, overrides=LIGER_FUSED,
                                 env={COMPILE_ENV: "1"}),
     # liger with gradient checkpointing on every other decoder layer only (rftkit.trainer.layer_levers): between
     # `liger` and `liger-no-ckpt`, in speed and in memory

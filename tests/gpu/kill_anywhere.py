@@ -99,10 +99,9 @@ def loads_with_transformers(job: Path, step: int) -> Check:
 
 def ctrl_c_checks(launch: int, code: int | None, log_text: str, job: Path, saving: int | None) -> list[Check]:
     """A launch that got one SIGINT while it was writing checkpoint `saving`: that save ended complete (not
-    torn), the launch exited 130, and it named the newest complete checkpoint. The run may finish a step
-    already under way before it stops (on the H200, Trinity's trainer trained and saved one more), so the
-    checkpoint named may be later than `saving`; the launcher's "waiting" line shows only when its own
-    handler found the save still under way."""
+    torn), the launch exited 130, and it named the newest complete checkpoint. The trainer may finish a step
+    it has begun before it stops, so the checkpoint named may be later than `saving`; the launcher's
+    "waiting" line shows only when it found the save still under way."""
     from rftkit.checkpoints import complete_steps, tracker_step
 
     tracker = tracker_step(job) or 0
