@@ -37,6 +37,9 @@ class Scale:
     prompt_tokens: tuple[int, int]  # the range of an experience's prompt length, in tokens
     reply_tokens: tuple[int, int]  # and of its reply
     padded_budget: int  # the micro-batch, in tokens, that the padded attention path fits on one H200
+    # and the packed path with the logits held whole (without verl's fused log-prob kernel), where that is less
+    # than the shipped config's budget; None: the shipped budget fits
+    unfused_budget: int | None = None
 
 
 @dataclass(frozen=True)

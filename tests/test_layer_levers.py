@@ -16,9 +16,11 @@ packed_attention.register()
 LENGTHS = (7, 13, 1, 5)
 
 
-def fake_verl(build_fsdp_module, builds_then_shards=True):
-    """A stand-in for verl's transformer_impl module: an FSDPEngine whose build order the patch checks."""
+def fake_verl(build_fsdp_module, builds_then_shards=True, use_liger=False):
+    """A stand-in for verl's transformer_impl module: an FSDPEngine whose build order the patch checks, with the
+    model config's liger switch."""
     class FSDPEngine:
+        model_config = types.SimpleNamespace(use_liger=use_liger)
         if builds_then_shards:
             def _build_model_optimizer(self):
                 module = self._build_module()
@@ -97,6 +99,18 @@ def test_each_decoder_layer_is_compiled_in_place_before_sharding_and_computes_th
         assert torch.allclose(got_grads[name], grad, atol=1e-5, rtol=1e-4), name
 
 
+def test_compiling_liger_kernels_layers_under_checkpointing_is_refused_before_anything_is_compiled(tmp_path):
+    model = tiny_model(tmp_path)
+    verl = fake_verl(lambda self, module: module, use_liger=True)
+    layer_levers.before_sharding(verl, "aot_eager", 1)
+    with pytest.raises(RuntimeError, match="liger-kernel's layers and gradient checkpointing"):
+        verl.FSDPEngine()._build_fsdp_module(model)
+    assert not any(layer._compiled_call_impl for layer in layer_levers.decoder_layers(model))
+    model.gradient_checkpointing_disable()  # without checkpointing, liger's layers may be compiled
+    built = verl.FSDPEngine()._build_fsdp_module(model)
+    assert all(layer._compiled_call_impl is not None for layer in layer_levers.decoder_layers(built))
+
+
 def test_the_patch_is_applied_once():
     verl = fake_verl(lambda self, module: module)
     layer_levers.before_sharding(verl, "inductor", 1)
@@ -171,7 +185,7 @@ def test_the_benchmarks_lever_settings_ask_for_them_through_the_environment(monk
         monkeypatch.delenv(name)
     worker.setup_worker_process("liger-fused")
     assert (layer_levers.compile_backend(), layer_levers.checkpoint_every()) == (None, 1)
-    worker.setup_worker_process("liger-fused-compile")
+    worker.setup_worker_process("fused-compile")
     assert layer_levers.compile_backend() == "inductor"
     worker.setup_worker_process("liger-ckpt-half")
     assert layer_levers.checkpoint_every() == 2

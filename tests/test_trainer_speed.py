@@ -97,7 +97,7 @@ def test_the_reference_model_on_the_gpu_or_not_gives_the_same_log_probs(runs):
     ("frozenlake", "liger-fused", True, True, "triton"),
     # the math YAML asks for the fused kernel: a setting without it still runs without it
     ("math", "liger", True, True, None), ("math", "liger-fused", True, True, "triton"),
-    ("math", "liger-fused-48k", True, True, "triton")])
+    ("math", "fused-compile", False, True, "triton")])
 def test_the_trainer_levers_reach_verls_model_config(example, setting, liger, checkpointing, fused, tiny_model,
                                                      tmp_path):
     from trinity.trainer.verl.config import build_verl_config
@@ -112,19 +112,22 @@ def test_the_trainer_levers_reach_verls_model_config(example, setting, liger, ch
         assert (model.get("fused_kernel_options") or {}).get("impl_backend") == fused
 
 
-def test_the_larger_budget_reaches_verls_micro_batches(tiny_model, tmp_path):
+@pytest.mark.parametrize("example,setting,tokens", [
+    # the math configs' budget stands only with the fused kernel; without it, what the logits held whole allow
+    ("math", "liger-fused", 49152), ("math", "liger", 24576), ("math", "varlen", 24576), ("math", "liger-48k", 49152),
+    ("math", "sdpa-blocks", 12288), ("frozenlake", "liger", 25600), ("frozenlake", "sdpa-blocks", 4096)])
+def test_each_setting_reaches_verls_micro_batches_with_its_budget(example, setting, tokens, tiny_model, tmp_path):
     from trinity.trainer.verl.config import build_verl_config
 
     from experiments.trainer_speed.settings import trinity_config
 
-    for setting in ("liger-48k", "liger-fused-48k"):
-        actor = build_verl_config(trinity_config("math", tiny_model, tmp_path / setting, setting)).actor
-        assert actor.ppo_max_token_len_per_gpu == 49152
+    actor = build_verl_config(trinity_config(example, tiny_model, tmp_path, setting)).actor
+    assert actor.ppo_max_token_len_per_gpu == tokens
 
 
-def test_the_ceiling_falls_back_to_the_shipped_budget_only_after_a_larger_one():
+def test_the_ceiling_tries_the_largest_budget_then_the_one_its_logits_fit():
     from experiments.trainer_speed.__main__ import ceiling_budgets
 
-    assert ceiling_budgets("math", ["liger", "liger-fused"]) == [24576]
-    assert ceiling_budgets("math", ["liger-fused", "liger-fused-48k"]) == [49152, 24576]
-    assert ceiling_budgets("frozenlake", ["liger"]) == [25600]
+    assert ceiling_budgets("math", ["sdpa-blocks", "liger"]) == [24576]
+    assert ceiling_budgets("math", ["liger", "liger-fused"]) == [49152, 24576]
+    assert ceiling_budgets("frozenlake", ["sdpa-blocks", "liger"]) == [25600]

@@ -235,11 +235,13 @@ def test_upstreams_frozenlake_config_without_data_stops_with_one_line(tmp_path, 
 
 
 @pytest.mark.parametrize("name", ["config_random.yaml", "config_difficulty.yaml"])
-def test_math_micro_batches_hold_one_full_length_sequence_not_two(name, tmp_path):
-    """Trinity's default (2 x max_model_len tokens per micro-batch) ran an H200 out of memory
-    (docs/results/2026-12-01-step-cost.md)."""
+def test_math_micro_batches_are_upstreams_two_sequences_with_the_fused_kernel_that_lets_them_fit(name, tmp_path):
+    """Upstream leaves Trinity's default, 2 x max_model_len tokens per micro-batch; with the logits held whole it
+    ran an H200 out of memory (docs/results/2026-12-01-step-cost.md), so the budget stands only beside verl's
+    fused log-prob kernel."""
     raw = load_yaml(REPO / "configs" / name)
     config = validate(resolve_config(raw, {"checkpoint_root_dir": str(tmp_path)}, cluster.plan_cluster(1, 8, 1, None)),
                       run_react_agent, gsm8k_judge)
     assert config.trainer.use_dynamic_bsz
-    assert config.trainer.max_token_len_per_gpu == config.model.max_model_len
+    assert config.trainer.max_token_len_per_gpu == 2 * config.model.max_model_len
+    assert raw["trainer"]["trainer_config"]["model"]["use_fused_kernels"] is True

@@ -14,7 +14,8 @@ from pathlib import Path
 import experiments.trainer_speed as package
 from experiments.trainer_speed.ceiling import run_ceiling
 from experiments.trainer_speed.report import GAP, HEADER, add_gaps, compare, packing_changes_nothing, plot
-from experiments.trainer_speed.settings import DEFAULT_SETTINGS, MORE_SETTINGS, SETTINGS, lengths
+from experiments.trainer_speed.settings import (DEFAULT_SETTINGS, MORE_SETTINGS, SETTINGS, budget, lengths,
+                                                unfused_budget)
 from experiments.trainer_speed.worker import run_setting, setup_worker_process
 from rftkit.cli import ArgumentParser
 from rftkit.example import REPO
@@ -37,13 +38,10 @@ def child(args: list[str], log: Path, timeout: float) -> dict:
 
 def ceiling_budgets(example: str, settings: list[str]) -> list[int]:
     """The micro-batch budgets to run the bare model at, in turn until one fits: the largest a setting used, then
-    the shipped config's (a setting with the fused log-prob kernel may use a budget whose logits the bare model
-    cannot hold)."""
-    from rftkit.overrides import load_yaml
-
-    shipped = load_yaml(EXAMPLES[example].config_path())["trainer"]["max_token_len_per_gpu"]
-    larger = max([0, *[SETTINGS[s]["overrides"].get("trainer.max_token_len_per_gpu", 0) for s in settings]])
-    return [larger, shipped] if larger > shipped else [shipped]
+    what the packed path fits with the logits held whole, as the bare model holds them."""
+    fits = unfused_budget(example)
+    largest = max([fits, *(budget(example, s) for s in settings)])
+    return [largest, fits] if largest > fits else [fits]
 
 
 def worker_main(args: argparse.Namespace) -> int:
@@ -106,7 +104,9 @@ def main(argv: list[str] | None = None) -> int:
               f"{scale.trainer_batch} experiences, {sum(p + r for p, r in lengths(example)):,} tokens", flush=True)
         results = {}
         for setting in args.settings or [*DEFAULT_SETTINGS, *MORE_SETTINGS.get(example, [])]:
-            started = time.time()
+            # A trainer step is partly host-bound, so its speed moves with the host's load: each setting's line
+            # says how busy the host was as it began.
+            started, load = time.time(), os.getloadavg()[0]
             results[setting] = child([setting, example, "--model", str(model), "--work", str(work),
                                       "--steps", str(args.steps)], out / f"{example}-{setting}.log", args.timeout)
             r = results[setting]
@@ -114,20 +114,22 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {setting}: " + (r["error"] if "error" in r else
                   f"{r['trainer tokens/s']:,.0f} tokens/s (reference {r['reference log-probs (s)']:.1f} s, "
                   f"update {r['update (s)']:.1f} s), sync {sync}, peak "
-                  f"{r['peak allocated (GiB)']:.0f} GiB") + f" [{time.time() - started:.0f} s]", flush=True)
+                  f"{r['peak allocated (GiB)']:.0f} GiB") + f" [{time.time() - started:.0f} s; host load {load:.1f} "
+                  f"on {os.cpu_count()} cores before]", flush=True)
+            r["host load before"] = load
         budgets = ceiling_budgets(example, list(results))
-        for budget in budgets:
-            ceiling = child(["ceiling", example, str(budget), "--model", str(model), "--work", str(work),
-                             "--steps", str(args.steps)], out / f"{example}-ceiling-{budget}.log", args.timeout)
+        for tokens in budgets:
+            ceiling = child(["ceiling", example, str(tokens), "--model", str(model), "--work", str(work),
+                             "--steps", str(args.steps)], out / f"{example}-ceiling-{tokens}.log", args.timeout)
             if "error" not in ceiling:
                 break
-            if budget != budgets[-1]:
-                print(f"  ceiling at {budget} tokens a micro-batch: {ceiling['error']}; again at {budgets[-1]}",
+            if tokens != budgets[-1]:
+                print(f"  ceiling at {tokens} tokens a micro-batch: {ceiling['error']}; again at {budgets[-1]}",
                       flush=True)
         if "error" in ceiling:
             print(f"  ceiling: {ceiling['error']}", flush=True)
         else:
-            print(f"  ceiling ({ceiling['ceiling']['from']}, {budget} tokens a micro-batch): "
+            print(f"  ceiling ({ceiling['ceiling']['from']}, {tokens} tokens a micro-batch): "
                   f"{ceiling['ceiling']['tokens/s']:,.0f} tokens/s, MFU {ceiling['ceiling']['MFU']:.1%}; forward only "
                   f"{ceiling['ceiling']['forward only tokens/s']:,.0f} tokens/s", flush=True)
             if "ceiling with levers" in ceiling:

@@ -27,8 +27,7 @@ REFERENCE_SETTING = "sdpa-blocks"
 LOGPROB_TOLERANCE = 0.05
 PEAK_FLOPS = 989e12  # H200 (and H100 SXM) dense bf16, the figure MFU is quoted against
 # name -> --attn; the first worker setup (verl's row-by-row log-probs, Trinity's own weight sync: fp32,
-# pickled); the weight sync timed; more overrides. The padded (sdpa) settings run at the micro-batch size the
-# padded path fits (Scale.padded_budget); the others at the shipped config's.
+# pickled); the weight sync timed; more overrides. Each runs at the micro-batch budget of `budget`, below.
 SETTINGS = {
     # the trainer as the project first ran it: padded, row-by-row log-probs, fp32 reference, fp32 sync
     "before": dict(attn="sdpa", old_setup=True, sync=True, overrides={REF_DTYPE_KEY: "fp32"}),
@@ -46,16 +45,16 @@ SETTINGS = {
     "varlen-no-ckpt": dict(attn="varlen", old_setup=False, sync=False, overrides={CHECKPOINTING_KEY: False}),
     "liger-no-ckpt": dict(attn="varlen", old_setup=False, sync=False,
                           overrides={LIGER_KEY: True, CHECKPOINTING_KEY: False}),
-    # liger with verl's fused log-probs (Triton), then with twice the math config's micro-batch budget
+    # liger with verl's fused log-probs (Triton): the math configs' trainer; liger alone at the math configs'
+    # budget, which it fits without the fused kernel
     "liger-fused": dict(attn="varlen", old_setup=False, sync=False, overrides=LIGER_FUSED),
     "liger-48k": dict(attn="varlen", old_setup=False, sync=False,
                       overrides={LIGER_KEY: True, "trainer.max_token_len_per_gpu": 49152}),
-    # the math configs' default (liger and the fused kernel) with twice the budget, which its memory allows;
-    # and with each decoder layer compiled (rftkit.trainer.layer_levers, asked for through the environment)
-    "liger-fused-48k": dict(attn="varlen", old_setup=False, sync=False,
-                            overrides={**LIGER_FUSED, "trainer.max_token_len_per_gpu": 49152}),
-    "liger-fused-compile": dict(attn="varlen", old_setup=False, sync=False, overrides=LIGER_FUSED,
-                                env={COMPILE_ENV: "1"}),
+    # the fused log-probs with each decoder layer compiled instead of liger's layers (rftkit.trainer.layer_levers,
+    # asked for through the environment; it refuses liger's layers, which dynamo cannot trace when checkpointed)
+    "fused-compile": dict(attn="varlen", old_setup=False, sync=False,
+                          overrides={LIGER_KEY: False, FUSED_KEY: True, FUSED_BACKEND_KEY: "triton"},
+                          env={COMPILE_ENV: "1"}),
     # liger with gradient checkpointing on every other decoder layer only (rftkit.trainer.layer_levers): between
     # `liger` and `liger-no-ckpt`, in speed and in memory
     "liger-ckpt-half": dict(attn="varlen", old_setup=False, sync=False, overrides={LIGER_KEY: True},
@@ -91,6 +90,31 @@ def experiences(example: str, vocab_size: int, seed: int = 0) -> list:
     return out
 
 
+def shipped_budget(example: str) -> int:
+    """The example's shipped config's micro-batch budget, in tokens."""
+    from rftkit.overrides import load_yaml
+
+    return load_yaml(EXAMPLES[example].config_path())["trainer"]["max_token_len_per_gpu"]
+
+
+def unfused_budget(example: str) -> int:
+    """The budget the packed path fits with the logits held whole: the shipped one, or less (Scale.unfused_budget)."""
+    return min(shipped_budget(example), EXAMPLES[example].scale.unfused_budget or shipped_budget(example))
+
+
+def budget(example: str, setting: str) -> int:
+    """The micro-batch budget a setting runs at: its own where it names one; padded, what the padded path fits;
+    with verl's fused log-prob kernel, the shipped config's; without it, what holding the logits whole allows."""
+    from rftkit.trainer import attention
+
+    chosen = SETTINGS[setting]
+    if "trainer.max_token_len_per_gpu" in chosen["overrides"]:
+        return chosen["overrides"]["trainer.max_token_len_per_gpu"]
+    if not attention.overrides(chosen["attn"])[attention.PADDING_KEY]:
+        return EXAMPLES[example].scale.padded_budget
+    return shipped_budget(example) if chosen["overrides"].get(FUSED_KEY) else unfused_budget(example)
+
+
 def trinity_config(example: str, model: Path, work: Path, setting: str):
     """Trinity's validated config for the example's shipped YAML, as the launcher builds it on one GPU."""
     from rftkit import cluster
@@ -104,8 +128,7 @@ def trinity_config(example: str, model: Path, work: Path, setting: str):
     # setting says itself whether it uses verl's fused log-prob kernel, whatever the shipped YAML asks for.
     overrides = {"model.model_path": str(model), "checkpoint_root_dir": str(work / "checkpoints"),
                  "buffer.train_batch_size": described.scale.trainer_batch, FUSED_KEY: False,
-                 **attention.overrides(chosen["attn"]), **chosen["overrides"]}
-    if not attention.overrides(chosen["attn"])[attention.PADDING_KEY]:
-        overrides["trainer.max_token_len_per_gpu"] = described.scale.padded_budget
+                 **attention.overrides(chosen["attn"]), **chosen["overrides"],
+                 "trainer.max_token_len_per_gpu": budget(example, setting)}
     config = resolve_config(load_yaml(config_path), overrides, cluster.plan_cluster(1, 1, 1, None), config_path.name)
     return validate(config, described.workflow, described.judge)

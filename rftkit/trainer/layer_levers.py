@@ -11,6 +11,8 @@ verl 0.8.0 has a switch for neither.
   length every time. transformers (5.x) checkpoints inside the layer's forward, so each graph holds its
   checkpoint (dynamo traces it as a higher-order op); FSDP2's hooks run eagerly (dynamo skips them by default).
   The project's packed attention reads the sequence boundaries on the host, so a layer's graph breaks there.
+  Not with liger-kernel's layers (verl's `use_liger`) and checkpointing together: dynamo (torch 2.11) fails on
+  liger's autograd functions inside the checkpoint, at the first step, so the patch refuses the pair at once.
 
 verl 0.8.0's `use_torch_compile` compiles only the entropy function.
 """
@@ -70,6 +72,10 @@ def before_sharding(module: ModuleType, backend: str | None, every: int) -> None
             fsdp_module.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False},
                                                         every_n_layers=every)  # as Trinity's loader, but sparser
         if backend is not None:
+            if self.model_config.use_liger and fsdp_module.is_activation_checkpointing:
+                raise RuntimeError(f"rftkit.trainer.layer_levers: {COMPILE_ENV} with liger-kernel's layers and "
+                                   f"gradient checkpointing: dynamo cannot trace liger's autograd functions inside "
+                                   f"a checkpoint; turn off use_liger, the checkpointing or {COMPILE_ENV}")
             for layer in layers:
                 layer.compile(backend=backend, dynamic=True)
         return build(self, fsdp_module)
