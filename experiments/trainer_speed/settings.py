@@ -13,8 +13,9 @@ from runkit.examples import EXAMPLES
 REF_OFFLOAD_KEY = "trainer.trainer_config.ref.fsdp_config.param_offload"  # rftkit.trainer.ref_model reads it
 # verl's model switches, as Trinity-RFT 0.6.0 merges trainer_config's flat `model` section into verl's config
 CHECKPOINTING_KEY = "trainer.trainer_config.model.enable_gradient_checkpointing"
-# liger with verl's fused log-prob kernel on Triton: the math configs' trainer
-LIGER_FUSED = {LIGER_KEY: True, FUSED_KEY: True, FUSED_BACKEND_KEY: "triton"}
+# verl's fused log-prob kernel on Triton; with liger, the math configs' trainer
+FUSED = {FUSED_KEY: True, FUSED_BACKEND_KEY: "triton"}
+LIGER_FUSED = {LIGER_KEY: True, **FUSED}
 
 # The setting the others' log-probs are checked against: padded sdpa, log-probs in fp32 through
 # rftkit.trainer.logprobs (verl's row-by-row fallback in `before` rounds them to bf16 on CPU; on the H200 it
@@ -53,7 +54,7 @@ SETTINGS = {
     # the fused log-probs with each decoder layer compiled instead of liger's layers (rftkit.trainer.layer_levers,
     # asked for through the environment; it refuses liger's layers, which dynamo cannot trace when checkpointed)
     "fused-compile": dict(attn="varlen", old_setup=False, sync=False,
-                          overrides={LIGER_KEY: False, FUSED_KEY: True, FUSED_BACKEND_KEY: "triton"},
+                          overrides={LIGER_KEY: False, **FUSED},
                           env={COMPILE_ENV: "1"}),
     # liger with gradient checkpointing on every other decoder layer only (rftkit.trainer.layer_levers): between
     # `liger` and `liger-no-ckpt`, in speed and in memory
@@ -99,7 +100,8 @@ def shipped_budget(example: str) -> int:
 
 def unfused_budget(example: str) -> int:
     """The budget the packed path fits with the logits held whole: the shipped one, or less (Scale.unfused_budget)."""
-    return min(shipped_budget(example), EXAMPLES[example].scale.unfused_budget or shipped_budget(example))
+    shipped = shipped_budget(example)
+    return min(shipped, EXAMPLES[example].scale.unfused_budget or shipped)
 
 
 def budget(example: str, setting: str) -> int:
