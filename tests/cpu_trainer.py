@@ -58,6 +58,7 @@ if __name__ == "__main__":
         sys.exit(f"settings {settings} set their process up differently: give them one process each")
     worker.setup_worker_process(settings[0])  # first, as Ray's hook runs before anything is imported
     shim_gpu_only_calls()
-    results = {setting: worker.run_setting("frozenlake", setting, Path(model), Path(work) / setting, steps=1)
+    results = {setting: worker.run_setting("frozenlake", setting, Path(model), Path(work) / setting, steps=1,
+                                           profile=True)
                for setting in settings}
     Path(out).write_text(json.dumps(results))

@@ -83,6 +83,28 @@ def test_a_step_is_timed_and_counted(runs):
         assert result["trainer tokens/s"] == pytest.approx(result["tokens per step"] / result["trainer step (s)"])
 
 
+def test_a_profiled_step_says_where_the_host_waited(runs):
+    """verl reads its metrics with `.item()` in its update loop: each such wait is counted and named by function."""
+    from experiments.trainer_speed.report import profile_table
+
+    for setting, result in runs.items():
+        profile = result["profile"]
+        assert profile["profiled step (s)"] > 0 and profile["GPU busy share"] is None  # no GPU here
+        assert profile["waits for the GPU"] >= sum(profile["waits by function"].values()) > 0, setting  # the top ones
+        assert any("verl/" in where for where in profile["waits by function"]), profile["waits by function"]
+        assert "aten::mm" in profile["host ops by self time (ms)"] or "aten::addmm" in profile[
+            "host ops by self time (ms)"]
+    table = profile_table({"frozenlake": {"settings": runs}})
+    assert len([line for line in table if line.startswith("| frozenlake |")]) == len(runs)
+
+
+def test_busy_time_counts_overlapping_kernels_once():
+    from experiments.trainer_speed.profile import busy_seconds
+
+    assert busy_seconds([(0, 2), (1, 3), (5, 6), (5.5, 5.7)]) == 4
+    assert busy_seconds([]) == 0
+
+
 def test_the_reference_model_on_the_gpu_or_not_gives_the_same_log_probs(runs):
     """rftkit.trainer.ref_model changes where the reference weights live, not what they compute; its config key
     (the reference model's param_offload) gives verl's placement back."""

@@ -16,5 +16,6 @@ Written to <out>/summary.{json,md} and <out>/trainer_speed.png (`report.py`): to
 pass, MFU against `settings.PEAK_FLOPS`, peak memory, the sync's seconds, and each figure's ratio to
 `before` and to the ceiling. A packed setting whose first reference log-probs are more than
 `settings.LOGPROB_TOLERANCE` from `sdpa-blocks`' on average fails the run (exit 1), as does any
-setting that fails.
+setting that fails. With `--profile`, each setting runs one more step under PyTorch's profiler
+(`profile.py`): how much of the step the GPU was busy, and where the host stopped to wait for it.
 """

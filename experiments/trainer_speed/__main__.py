@@ -13,7 +13,9 @@ from pathlib import Path
 
 import experiments.trainer_speed as package
 from experiments.trainer_speed.ceiling import run_ceiling
-from experiments.trainer_speed.report import GAP, HEADER, add_gaps, compare, packing_changes_nothing, plot
+from experiments.trainer_speed.profile import summary_line
+from experiments.trainer_speed.report import (GAP, HEADER, add_gaps, compare, packing_changes_nothing, plot,
+                                              profile_table)
 from experiments.trainer_speed.settings import (DEFAULT_SETTINGS, MORE_SETTINGS, SETTINGS, budget, lengths,
                                                 unfused_budget)
 from experiments.trainer_speed.worker import run_setting, setup_worker_process
@@ -51,7 +53,7 @@ def worker_main(args: argparse.Namespace) -> int:
         result = run_ceiling(example, model, int(args.worker[2]), args.steps)
     else:
         setup_worker_process(what)
-        result = run_setting(example, what, model, work / what, args.steps)
+        result = run_setting(example, what, model, work / what, args.steps, profile=args.profile)
     Path(args.result).write_text(json.dumps(result, indent=2))
     print(json.dumps(result, indent=2), flush=True)
     return 0
@@ -69,6 +71,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=900, help="seconds per setting (default: %(default)s)")
     parser.add_argument("--layers", type=int, default=None,
                         help="build the architectures with this many layers (default: the published depth)")
+    parser.add_argument("--profile", action="store_true",
+                        help="after the timed steps, one more under PyTorch's profiler: the GPU's busy share of a "
+                             "step, and where the host waited for the GPU")
     parser.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)  # SETTING|ceiling EXAMPLE [BUDGET]
     parser.add_argument("--model", help=argparse.SUPPRESS)
     parser.add_argument("--work", help=argparse.SUPPRESS)
@@ -108,7 +113,8 @@ def main(argv: list[str] | None = None) -> int:
             # says how busy the host was as it began.
             started, load = time.time(), os.getloadavg()[0]
             results[setting] = child([setting, example, "--model", str(model), "--work", str(work),
-                                      "--steps", str(args.steps)], out / f"{example}-{setting}.log", args.timeout)
+                                      "--steps", str(args.steps), *(["--profile"] if args.profile else [])],
+                                     out / f"{example}-{setting}.log", args.timeout)
             r = results[setting]
             sync = f"{r['weight sync (s)']:.1f} s" if "weight sync (s)" in r else "not timed"
             print(f"  {setting}: " + (r["error"] if "error" in r else
@@ -116,6 +122,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"update {r['update (s)']:.1f} s), sync {sync}, peak "
                   f"{r['peak allocated (GiB)']:.0f} GiB") + f" [{time.time() - started:.0f} s; host load {load:.1f} "
                   f"on {os.cpu_count()} cores before]", flush=True)
+            if "profile" in r:
+                print(f"    {summary_line(r['profile'])}", flush=True)
             r["host load before"] = load
         budgets = ceiling_budgets(example, list(results))
         for tokens in budgets:
@@ -142,12 +150,14 @@ def main(argv: list[str] | None = None) -> int:
         subprocess.run(["rm", "-rf", str(work)])
     rows = [row for example in summary for row in compare(example, summary[example]["settings"],
                                                           summary[example]["ceiling"])]
-    table = "\n".join(HEADER + rows) + "\n"
+    table = "\n".join(HEADER + rows + profile_table(summary)) + "\n"
     (out / "summary.md").write_text(table)
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     plot(summary, out / "trainer_speed.png")
     print("\n" + table, flush=True)
     failed = [f"{e}/{s}" for e in summary for s, r in summary[e]["settings"].items() if "error" in r]
+    failed += [f"{e}/{s}: {r['profile']['error']}" for e in summary for s, r in summary[e]["settings"].items()
+               if "error" in r.get("profile", {})]
     failed += [f"{e}/ceiling" for e in summary if "error" in summary[e]["ceiling"]]
     failed += [f"{e}/{s}: log-probs outside tolerance" for e in summary for s, r in summary[e]["settings"].items()
                if r.get(GAP, {}).get("within") is False]

@@ -79,6 +79,24 @@ HEADER = ["| example | setting | tokens per micro-batch | trainer tokens/s | MFU
           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
 
 
+def profile_table(summary: dict) -> list[str]:
+    """Markdown lines for the profiled steps (`--profile`), none without them."""
+    rows = []
+    for example in summary:
+        for setting, r in summary[example]["settings"].items():
+            p = r.get("profile")
+            if p and "error" in p:
+                rows.append(f"| {example} | {setting} | {p['error']} |||||")
+            elif p:
+                busy = "-" if p["GPU busy share"] is None else f"{p['GPU busy share']:.0%}"
+                waits = "; ".join(f"{where} ({n})" for where, n in p["waits by function"].items())
+                rows.append(f"| {example} | {setting} | {p['profiled step (s)']:.2f} | {busy} | "
+                            f"{p['waits for the GPU']} ({p['waiting (s)']:.2f} s) | {waits or '-'} |")
+    return ["", "One step under the profiler (slower than the timed ones):", "",
+            "| example | setting | step (s) | GPU busy | host waits for the GPU (s waiting) | waits by function |",
+            "|---|---|---|---|---|---|", *rows] if rows else []
+
+
 def plot(summary: dict, path: Path) -> None:
     import matplotlib
 

@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
+from experiments.trainer_speed.profile import profiled
 from experiments.trainer_speed.settings import PEAK_FLOPS, SETTINGS, experiences, lengths, trinity_config
 from runkit.serving import free_port
 
@@ -37,8 +38,9 @@ def synced(fn):
     return result, time.perf_counter() - started
 
 
-def run_setting(example: str, setting: str, model: Path, work: Path, steps: int) -> dict:
-    """One setting's trainer steps and weight sync, in this process, set up for it by setup_worker_process."""
+def run_setting(example: str, setting: str, model: Path, work: Path, steps: int, profile: bool = False) -> dict:
+    """One setting's trainer steps and weight sync, in this process, set up for it by setup_worker_process; with
+    `profile`, one more step under the profiler (`profile.py`)."""
     import ray
     import torch
     from trinity.manager.synchronizer import Synchronizer
@@ -115,6 +117,11 @@ def run_setting(example: str, setting: str, model: Path, work: Path, steps: int)
         "reference log-probs of the first step": reference_logprobs,
     }
 
+    if profile:
+        try:
+            _, result["profile"] = profiled(step)
+        except Exception as error:  # the profiler's own failure: the timed figures above still stand
+            result["profile"] = {"error": f"the profiled step failed: {type(error).__name__}: {error}"}
     if not SETTINGS[setting]["sync"]:
         return result
     # One colocated weight sync, as Trinity's memory sync makes it; the Synchronizer's process set up as

@@ -1,0 +1,88 @@
+"""Where a trainer step's time goes, from one step under PyTorch's profiler: how much of it the GPU was busy, and
+how often the host stopped to wait for the GPU, and in which function.
+
+A step whose GPU is busy for most of its wall time is bound by the GPU, and runs the same on a busy host. Each
+wait for the GPU (`.item()`, a copy to the CPU) empties its queue: the GPU then idles until the host has launched
+the next kernels, and that time grows with the host's load.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections import Counter
+
+# The host-side calls that block until the GPU has caught up. On a CPU-only machine `.item()` is the one seen.
+WAITS_ON_GPU = {"cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize"}
+WAITS_ON_CPU = {"aten::_local_scalar_dense"}
+TOP = 8  # host ops and waiting functions listed
+
+
+def busy_seconds(intervals: list[tuple[float, float]]) -> float:
+    """The length of the union of (start, end) intervals, in their unit: overlapping kernels count once."""
+    total, reach = 0.0, float("-inf")
+    for start, end in sorted(intervals):
+        if end > reach:
+            total += end - max(start, reach)
+            reach = end
+    return total
+
+
+PYTHON_FRAME = re.compile(r"\(\d+\): ")  # how the profiler names a Python call: "path(first line): function"
+
+
+def python_frame(name: str) -> bool:
+    return bool(PYTHON_FRAME.search(name)) or name.startswith("<built-in")
+
+
+def caller(event) -> str:
+    """The innermost Python function outside torch that the event ran under: who asked to wait."""
+    while event is not None:
+        if PYTHON_FRAME.search(event.name) and not event.name.startswith("torch/"):
+            return event.name
+        event = event.cpu_parent
+    return "unknown"
+
+
+def profiled(fn) -> tuple[object, dict]:
+    """fn() under the profiler, with Python calls recorded: its result, and its wall time, the GPU's busy share
+    of it, the host's waits for the GPU by the function that asked, and the host ops with the most self time.
+    The profiler slows the host down, so a profiled step is not one of the timed ones."""
+    import torch
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    cuda = torch.cuda.is_available()
+    with profile(activities=[ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if cuda else [])],
+                 with_stack=True) as prof:
+        if cuda:
+            torch.cuda.synchronize()
+        started = time.perf_counter()
+        result = fn()
+        if cuda:
+            torch.cuda.synchronize()
+        seconds = time.perf_counter() - started
+    events = prof.events()
+    waits = [e for e in events if e.name in (WAITS_ON_GPU if cuda else WAITS_ON_CPU)]
+    busy = busy_seconds([(e.time_range.start / 1e6, e.time_range.end / 1e6)
+                         for e in events if e.device_type == DeviceType.CUDA]) if cuda else None
+    host = sorted((a for a in prof.key_averages() if not python_frame(a.key)),
+                  key=lambda a: a.self_cpu_time_total, reverse=True)[:TOP]
+    return result, {
+        "profiled step (s)": seconds,
+        "GPU busy (s)": busy, "GPU busy share": None if busy is None else busy / seconds,
+        "waits for the GPU": len(waits),
+        "waiting (s)": sum(e.time_range.elapsed_us() for e in waits) / 1e6,
+        "waits by function": dict(Counter(caller(e) for e in waits).most_common(TOP)),
+        "host ops by self time (ms)": {a.key: a.self_cpu_time_total / 1000 for a in host},
+    }
+
+
+def summary_line(profile: dict) -> str:
+    """One line for a setting's progress output."""
+    if "error" in profile:
+        return profile["error"]
+    busy = "" if profile["GPU busy share"] is None else f"GPU busy {profile['GPU busy share']:.0%}, "
+    top = next(iter(profile["waits by function"].items()), None)
+    return (f"profiled step {profile['profiled step (s)']:.1f} s: {busy}{profile['waits for the GPU']} waits for the "
+            f"GPU ({profile['waiting (s)']:.2f} s)" + (f", most at {top[0]} ({top[1]})" if top else ""))
