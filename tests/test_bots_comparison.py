@@ -201,6 +201,29 @@ def test_the_report_sets_what_each_selector_picked_against_the_reference_rates_a
     assert "What each selector picked" not in (tmp_path / "bots" / "comparison.md").read_text()
 
 
+def test_the_report_counts_the_templates_each_selector_drew_from(tmp_path):
+    """Where the train split names each problem's template (GSM-Symbolic does), the picks' spread over them."""
+    data = tmp_path / "gsm"
+    data.mkdir()
+    pq.write_table(pa.table({"qwen_coder_0.5b_pass_rate": [0.5] * 6, "template": [0, 0, 0, 1, 1, 2]}),
+                   data / "train.parquet")
+    run = tmp_path / "bots" / "difficulty" / "checkpoints" / "P" / "N"
+    for folder in ("log", "buffer"):
+        (run / folder).mkdir(parents=True)
+    write_scalars(run, "explorer", {bots_report.ACCURACY: [(1, 0.5), (20, 0.5)]})
+    # steps 1-10 pick rows 0, 1, 3, 5 (templates 0, 0, 1, 2); steps 11-20 rows 0, 1, 2 (all template 0)
+    experiences = [(1, 0), (1, 1), (4, 3), (10, 5), (11, 0), (12, 1), (20, 2)]
+    (run / "buffer" / "experience_buffer.jsonl").write_text("".join(
+        json.dumps({"eid": {"batch": step, "run": rollout}, "info": {"task_index": {"index": row}},
+                    "reward": float(rollout)}) + "\n" for step, row in experiences for rollout in (0, 1)))
+    result = bots_report.report(tmp_path / "bots", data)["runs"]["difficulty"]
+    assert result["picks"]["templates"] == 3 and result["picks"]["largest template share"] == pytest.approx(5 / 7)
+    assert [w["largest template share"] for w in result["outcomes"]] == [0.5, 1.0]
+    text = (tmp_path / "bots" / "comparison.md").read_text()
+    assert "| difficulty | 7 | 5 | 1.000 | - | 1.000 | 3 | 0.714 |" in text
+    assert "| 11-20 | 0.000 / 0.000 / 1.000 |" in text
+
+
 def test_bad_flags_are_refused_before_anything_starts(tmp_path, gsm_data, capsys):
     for argv, message in [(["--out", str(tmp_path)], "MODEL, --selector: required unless --report-only"),
                           ([str(gsm_data), "--selector", "random", "--out", str(tmp_path)],

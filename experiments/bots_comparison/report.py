@@ -3,8 +3,9 @@
 Per step, from each run's tensorboard files: rollout accuracy, the effective-task ratio (Trinity's
 `pass_rate_calculator`: the share of a step's tasks whose rollouts were neither all right nor all
 wrong) and code executions per rollout, with means per WINDOW steps and BOTS over random on the steps
-both runs made; from the experience queue, how often each run's picks were all wrong or all right and
-what each selector picked against a reference model's pass rates; held-out accuracy before and after
+both runs made; from the experience queue, how often each run's picks were all wrong or all right,
+what each selector picked against a reference model's pass rates, and how narrow its picks were (the share
+from the most picked template, where the split names templates); held-out accuracy before and after
 each run (`scripts/evaluate.py`'s folders), with 95% intervals and a task-by-task sign test; and, from
 the runs' in-run evaluations, held-out accuracy along the way and the BOTS paper's time to baseline; from
 each launch's log, the BOTS selector's own time per step. Written to <out>/comparison.{json,md,png}.
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from pathlib import Path
 
 from math_bots.example import MATH
@@ -26,6 +28,7 @@ ACCURACY, EFFECTIVE, TOOL_CALLS = ("rollout/accuracy/mean", "experience_pipeline
                                    "rollout/tool_calls/mean")
 HELD_OUT_SET = "held_out"  # the in-run evaluation's taskset: the test split
 HELD_OUT = f"eval/{HELD_OUT_SET}/accuracy/mean@"  # Trinity appends the rollouts per task
+TEMPLATE = "template"  # the GSM-Symbolic splits' column: which template a problem was generated from
 WINDOW = 10  # steps per row of the report's table over time
 GOAL = 1.5  # the report's bar: BOTS's effective-task ratio at 1.5 times random's or more, averaged over the steps
 
@@ -115,31 +118,47 @@ def outcome(rewards: list[float]) -> str:
     return "all wrong" if share == 0 else "all right" if share == 1 else "mixed"
 
 
-def picks(chosen: dict[tuple[int, int], list[float]], reference: list[float]) -> dict:
-    """What the selector chose, against a reference model's pass rates (train-split row -> rate)."""
+def largest_template_share(rows: list[int], templates: list[int]) -> float:
+    """The share of these train-split rows that come from their most frequent template."""
+    return Counter(templates[row] for row in rows).most_common(1)[0][1] / len(rows)
+
+
+def picks(chosen: dict[tuple[int, int], list[float]], reference: list[float], templates: list[int] | None) -> dict:
+    """What the selector chose, against a reference model's pass rates (train-split row -> rate), and from how
+    many of the problem templates (train-split row -> template) where the split names them."""
     solved = [task for task in chosen if reference[task[1]] > 0]
     unsolved = [task for task in chosen if reference[task[1]] == 0]
 
     def effective(tasks):
         return sum(outcome(chosen[t]) == "mixed" for t in tasks) / len(tasks) if tasks else None
 
-    return {"picks": len(chosen), "distinct": len({row for _, row in chosen}),
-            "reference above 0": len(solved) / len(chosen),
-            "effective, reference 0": effective(unsolved), "effective, reference above 0": effective(solved)}
+    result = {"picks": len(chosen), "distinct": len({row for _, row in chosen}),
+              "reference above 0": len(solved) / len(chosen),
+              "effective, reference 0": effective(unsolved), "effective, reference above 0": effective(solved)}
+    if templates:
+        result["templates"] = len({templates[row] for _, row in chosen})
+        result["largest template share"] = largest_template_share([row for _, row in chosen], templates)
+    return result
 
 
-def outcomes(chosen: dict[tuple[int, int], list[float]]) -> list[dict]:
+def outcomes(chosen: dict[tuple[int, int], list[float]], templates: list[int] | None = None) -> list[dict]:
     """Per WINDOW explore steps, the shares of picked tasks whose rollouts were all wrong and all right:
-    where the groups that teach nothing come from."""
-    windows: dict[int, list[list[float]]] = {}
-    for (step, _), rewards in chosen.items():
-        windows.setdefault((step - 1) // WINDOW, []).append(rewards)
-    return [{"first": w * WINDOW + 1, **{kind: sum(outcome(r) == kind for r in rows) / len(rows)
-                                         for kind in ("all wrong", "all right")}}
-            for w, rows in sorted(windows.items())]
+    where the groups that teach nothing come from; with the split's templates, the share of the window's
+    picks from its most picked template: whether the picks narrow as the run goes on."""
+    windows: dict[int, list[tuple[int, int]]] = {}
+    for task in chosen:
+        windows.setdefault((task[0] - 1) // WINDOW, []).append(task)
+    rows = []
+    for w, tasks in sorted(windows.items()):
+        row = {"first": w * WINDOW + 1, **{kind: sum(outcome(chosen[t]) == kind for t in tasks) / len(tasks)
+                                           for kind in ("all wrong", "all right")}}
+        if templates:
+            row["largest template share"] = largest_template_share([r for _, r in tasks], templates)
+        rows.append(row)
+    return rows
 
 
-def reference_rates(data: Path | None, column: str) -> list[float] | None:
+def train_column(data: Path | None, column: str) -> list | None:
     """The train split's `column`, or None when there is no such split or column (a report on its own)."""
     import pyarrow.parquet as pq
 
@@ -185,7 +204,7 @@ def report(out: Path, data: Path | None = None, reference: str = DEFAULT_FEATURE
 
     With `data`, what each selector picked is set against the train split's `reference` pass rates."""
     before = held_out(out / "before")
-    rates = reference_rates(data, reference)
+    rates, templates = train_column(data, reference), train_column(data, TEMPLATE)
     runs = {}
     for selector in CONFIGS:
         if not (out / selector).is_dir():
@@ -198,8 +217,9 @@ def report(out: Path, data: Path | None = None, reference: str = DEFAULT_FEATURE
         runs[selector] = {"steps": len(series[ACCURACY]), "series": series,
                           "held-out along the way": held_out_along_the_way(points, folder),
                           **{f"mean {tag}": mean(series[tag]) for tag in series},
-                          "held-out after": after, "picks": picks(chosen, rates) if chosen and rates else None,
-                          "outcomes": outcomes(chosen) if chosen else None,
+                          "held-out after": after,
+                          "picks": picks(chosen, rates, templates) if chosen and rates else None,
+                          "outcomes": outcomes(chosen, templates) if chosen else None,
                           "selector cost": selector_cost(out / selector / "train.log", points),
                           "after vs before": paired(before, after) if before and after else None}
     result = {"held-out before": before, "runs": runs, "reference": reference}
@@ -228,8 +248,9 @@ def minutes(point: dict) -> str:
 
 
 def span(first: int, longest: int) -> str:
-    """The steps of the table row that starts at `first`, the last row ending at the longest run's last step."""
-    last = min(first + WINDOW - 1, longest)
+    """The steps of the table row that starts at `first`, the last row ending at the longest run's last step
+    (counted by its scalars: a queue that got further than them, as a killed run's may, keeps whole rows)."""
+    last = min(first + WINDOW - 1, longest) if longest >= first else first + WINDOW - 1
     return str(first) if last == first else f"{first}-{last}"
 
 
@@ -268,20 +289,26 @@ def markdown(result: dict) -> str:
         lines.append(f"| {span(first, longest)} | " + " | ".join(cells) + " |")
     split = {selector: {w["first"]: w for w in r["outcomes"]} for selector, r in result["runs"].items()
              if r.get("outcomes")}
+    by_template = any("largest template share" in w for windows in split.values() for w in windows.values())
     if split:
-        lines += ["", f"Tasks whose rollouts were all wrong / all right, per {WINDOW} steps (from the experience "
-                      "queue):", "", "| steps | " + " | ".join(split) + " |", "|---|" + "---|" * len(split)]
+        lines += ["", "Tasks whose rollouts were all wrong / all right"
+                      + (" / share of the picks from the most picked template" if by_template else "")
+                      + f", per {WINDOW} steps (from the experience queue):", "",
+                  "| steps | " + " | ".join(split) + " |", "|---|" + "---|" * len(split)]
     for first in sorted({first for windows in split.values() for first in windows}):
-        cells = [f"{w['all wrong']:.3f} / {w['all right']:.3f}" if (w := windows.get(first)) else "-"
-                 for windows in split.values()]
+        cells = [f"{w['all wrong']:.3f} / {w['all right']:.3f}"
+                 + (f" / {w['largest template share']:.3f}" if "largest template share" in w else "")
+                 if (w := windows.get(first)) else "-" for windows in split.values()]
         lines.append(f"| {span(first, longest)} | " + " | ".join(cells) + " |")
     chosen = {selector: r["picks"] for selector, r in result["runs"].items() if r.get("picks")}
     if chosen:
         lines += ["", f"What each selector picked, against `{result['reference']}` on the train split:", "",
                   "| run | problems picked | distinct | share with a reference rate above 0 | effective share "
-                  "of those at 0 | effective share of those above 0 |", "|---|---|---|---|---|---|"]
+                  "of those at 0 | effective share of those above 0 | templates | share from the most picked "
+                  "template |", "|---|---|---|---|---|---|---|---|"]
         lines += [f"| {selector} | {c['picks']} | {c['distinct']} | {c['reference above 0']:.3f} | "
-                  f"{number(c['effective, reference 0'])} | {number(c['effective, reference above 0'])} |"
+                  f"{number(c['effective, reference 0'])} | {number(c['effective, reference above 0'])} | "
+                  f"{c.get('templates', '-')} | {number(c.get('largest template share'))} |"
                   for selector, c in chosen.items()]
     shared = result.get("shared steps")
     if shared:
