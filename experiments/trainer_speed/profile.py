@@ -64,12 +64,13 @@ def profiled(fn) -> tuple[object, dict]:
         seconds = time.perf_counter() - started
     events = prof.events()
     waits = [e for e in events if e.name in (WAITS_ON_GPU if cuda else WAITS_ON_CPU)]
-    busy = busy_seconds([(e.time_range.start / 1e6, e.time_range.end / 1e6)
-                         for e in events if e.device_type == DeviceType.CUDA]) if cuda else None
+    # kernels and copies on the GPU; none where the profiler could not trace it (CUPTI missing): no share then
+    on_gpu = [(e.time_range.start / 1e6, e.time_range.end / 1e6) for e in events if e.device_type == DeviceType.CUDA]
+    busy = busy_seconds(on_gpu) if on_gpu else None
     host = sorted((a for a in prof.key_averages() if not python_frame(a.key)),
                   key=lambda a: a.self_cpu_time_total, reverse=True)[:TOP]
     return result, {
-        "profiled step (s)": seconds,
+        "profiled step (s)": seconds, "on a GPU": cuda,
         "GPU busy (s)": busy, "GPU busy share": None if busy is None else busy / seconds,
         "waits for the GPU": len(waits),
         "waiting (s)": sum(e.time_range.elapsed_us() for e in waits) / 1e6,
@@ -82,7 +83,8 @@ def summary_line(profile: dict) -> str:
     """One line for a setting's progress output."""
     if "error" in profile:
         return profile["error"]
-    busy = "" if profile["GPU busy share"] is None else f"GPU busy {profile['GPU busy share']:.0%}, "
+    busy = (f"GPU busy {profile['GPU busy share']:.0%}, " if profile["GPU busy share"] is not None
+            else "no GPU activity traced, " if profile["on a GPU"] else "")
     top = next(iter(profile["waits by function"].items()), None)
     return (f"profiled step {profile['profiled step (s)']:.1f} s: {busy}{profile['waits for the GPU']} waits for the "
             f"GPU ({profile['waiting (s)']:.2f} s)" + (f", most at {top[0]} ({top[1]})" if top else ""))
