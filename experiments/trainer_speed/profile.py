@@ -9,7 +9,6 @@ the next kernels, and that time grows with the host's load.
 from __future__ import annotations
 
 import re
-import time
 from collections import Counter
 
 # The host-side calls that block until the GPU has caught up. On a CPU-only machine `.item()` is the one seen.
@@ -44,8 +43,9 @@ def caller(event) -> str:
     return "unknown"
 
 
-def profiled(fn) -> tuple[object, dict]:
-    """fn() under the profiler, with Python calls recorded: its result, and its wall time, the GPU's busy share
+def profiled(timed_call) -> tuple[object, dict]:
+    """timed_call() under the profiler, with Python calls recorded; it returns (result, its wall seconds, the GPU's
+    queued work included), as `worker.synced` does. Returns the result, and the wall time, the GPU's busy share
     of it, the host's waits for the GPU by the function that asked, and the host ops with the most self time.
     The profiler slows the host down, so a profiled step is not one of the timed ones."""
     import torch
@@ -55,13 +55,7 @@ def profiled(fn) -> tuple[object, dict]:
     cuda = torch.cuda.is_available()
     with profile(activities=[ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if cuda else [])],
                  with_stack=True) as prof:
-        if cuda:
-            torch.cuda.synchronize()
-        started = time.perf_counter()
-        result = fn()
-        if cuda:
-            torch.cuda.synchronize()
-        seconds = time.perf_counter() - started
+        result, seconds = timed_call()
     events = prof.events()
     waits = [e for e in events if e.name in (WAITS_ON_GPU if cuda else WAITS_ON_CPU)]
     # kernels and copies on the GPU; none where the profiler could not trace it (CUPTI missing): no share then

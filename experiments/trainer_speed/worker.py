@@ -119,7 +119,7 @@ def run_setting(example: str, setting: str, model: Path, work: Path, steps: int,
 
     if profile:
         try:
-            _, result["profile"] = profiled(step)
+            _, result["profile"] = profiled(lambda: synced(step))
         except Exception as error:  # the profiler's own failure: the timed figures above still stand
             result["profile"] = {"error": f"the profiled step failed: {type(error).__name__}: {error}"}
     if not SETTINGS[setting]["sync"]:
