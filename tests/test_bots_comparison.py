@@ -118,7 +118,16 @@ def test_the_report_compares_the_runs_from_trinitys_scalars_and_the_evaluations(
     assert "Over the 2 steps both runs made: rollout accuracy 0.400 (BOTS) against 0.400 (random)" in text
     assert "| base model | | | | | 0.375 (0.000-1.000) | 0.250 | |" in text
     assert "| steps | random | difficulty |" in text and "| 1-3 | 0.567 / 0.400 | 0.400 / 0.500 |" in text
+    assert ("Held-out accuracy after training: BOTS 0.750 (0.000-1.000) against random 0.375 (0.000-1.000); "
+            "the 95% intervals are overlapping.") in text
     assert (out / "comparison.png").stat().st_size > 0
+
+
+@pytest.mark.parametrize("random,bots,verdict", [((0.15, 0.21), (0.22, 0.28), "apart, BOTS above"),
+                                                 ((0.22, 0.28), (0.15, 0.21), "apart, random above"),
+                                                 ((0.15, 0.23), (0.22, 0.28), "overlapping")])
+def test_the_held_out_intervals_are_called_apart_only_when_they_do_not_touch(random, bots, verdict):
+    assert bots_report.intervals({"ci95": random}, {"ci95": bots}) == verdict
 
 
 def test_time_to_baseline_is_where_bots_first_reaches_randoms_last_held_out_accuracy(tmp_path):

@@ -193,6 +193,15 @@ def paired(before: dict, after: dict) -> dict:
     return {"better": wins, "worse": losses, "p": sign_test(wins, losses)}
 
 
+def intervals(random: dict, bots: dict) -> str:
+    """Whether the two held-out accuracies' 95% intervals are apart (and which is above) or overlap."""
+    if bots["ci95"][0] > random["ci95"][1]:
+        return "apart, BOTS above"
+    if random["ci95"][0] > bots["ci95"][1]:
+        return "apart, random above"
+    return "overlapping"
+
+
 def mean(points: list[tuple[int, float]], first: int = 1, last: float = float("inf")) -> float | None:
     """The mean of the (step, value) points from step `first` to step `last`, or None if there are none."""
     values = [v for step, v in points if first <= step <= last]
@@ -237,6 +246,7 @@ def report(out: Path, data: Path | None = None, reference: str = DEFAULT_FEATURE
     afters = [runs.get(s, {}).get("held-out after") for s in ("random", "difficulty")]
     if None not in afters:
         result["BOTS after vs random after"] = paired(afters[0], afters[1])
+        result["held-out intervals"] = intervals(afters[0], afters[1])
     (out / "comparison.json").write_text(json.dumps(result, indent=2))
     (out / "comparison.md").write_text(markdown(result))
     draw(result, out / "comparison.png")
@@ -338,6 +348,10 @@ def markdown(result: dict) -> str:
             lines.append(f"The {selector} selector's own time: {cost['ms per step']:.2f} ms a step (choosing "
                          f"{cost['choosing ms']:.2f} ms, feedback {cost['feedback ms']:.2f} ms, over "
                          f"{cost['steps']} steps){share}.")
+    if "held-out intervals" in result:
+        random, bots = (result["runs"][s]["held-out after"] for s in ("random", "difficulty"))
+        lines.append(f"Held-out accuracy after training: BOTS {evaluation(bots)} against random {evaluation(random)}; "
+                     f"the 95% intervals are {result['held-out intervals']}.")
     head_to_head = result.get("BOTS after vs random after")
     if head_to_head and "p" in head_to_head:
         lines.append(f"Held-out, BOTS's model against random's, task by task: {head_to_head['better']} better, "
