@@ -83,6 +83,14 @@ def test_a_step_is_timed_and_counted(runs):
         assert result["trainer tokens/s"] == pytest.approx(result["tokens per step"] / result["trainer step (s)"])
 
 
+def test_the_printed_line_gives_the_shortest_and_longest_timed_step():
+    from experiments.trainer_speed.__main__ import step_spread
+
+    timed = [{"reference log-probs (s)": 0.25, "update (s)": 1.0}, {"reference log-probs (s)": 0.5, "update (s)": 1.5},
+             {"reference log-probs (s)": 0.25, "update (s)": 1.25}]
+    assert step_spread({"timed steps": timed}) == "1.25 to 2.00 s"
+
+
 def test_a_profiled_step_says_where_the_host_waited(runs):
     """verl reads its metrics with `.item()` in its update loop: each such wait is counted and named by function."""
     from experiments.trainer_speed.report import profile_table

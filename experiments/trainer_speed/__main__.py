@@ -46,6 +46,13 @@ def ceiling_budgets(example: str, settings: list[str]) -> list[int]:
     return [largest, fits] if largest > fits else [fits]
 
 
+def step_spread(result: dict) -> str:
+    """The shortest and longest timed step: a spread as wide as the gap between two runs says the step itself
+    varies; a narrow one, that the machine differed between them."""
+    seconds = [s["reference log-probs (s)"] + s["update (s)"] for s in result["timed steps"]]
+    return f"{min(seconds):.2f} to {max(seconds):.2f} s"
+
+
 def worker_main(args: argparse.Namespace) -> int:
     what, example = args.worker[0], args.worker[1]
     model, work = Path(args.model), Path(args.work)
@@ -119,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
             sync = f"{r['weight sync (s)']:.1f} s" if "weight sync (s)" in r else "not timed"
             print(f"  {setting}: " + (r["error"] if "error" in r else
                   f"{r['trainer tokens/s']:,.0f} tokens/s (reference {r['reference log-probs (s)']:.1f} s, "
-                  f"update {r['update (s)']:.1f} s), sync {sync}, peak "
+                  f"update {r['update (s)']:.1f} s; steps {step_spread(r)}), sync {sync}, peak "
                   f"{r['peak allocated (GiB)']:.0f} GiB") + f" [{time.time() - started:.0f} s; host load {load:.1f} "
                   f"on {os.cpu_count()} cores before]", flush=True)
             if "profile" in r:
