@@ -39,7 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rftkit.cli import ArgumentParser
+from rftkit.cli import ArgumentParser, at_least
 from rftkit.inputs import reports_input_errors
 
 # the curves' names -> the math example's task selectors, whose configs are simulated
@@ -217,8 +217,8 @@ def plot(curves: dict, path: Path, window: int) -> None:
 @reports_input_errors
 def main() -> None:
     parser = ArgumentParser(description=__doc__)
-    parser.add_argument("--steps", type=int, default=400, help="selection steps per selector")
-    parser.add_argument("--tasks", type=int, default=2000, help="tasks in the simulated taskset")
+    parser.add_argument("--steps", type=at_least(1), default=400, help="selection steps per selector")
+    parser.add_argument("--tasks", type=at_least(1), default=2000, help="tasks in the simulated taskset")
     parser.add_argument("--data", type=Path, help="a real split (.parquet) with reference pass-rate columns, "
                                                    "instead of --tasks simulated ones")
     parser.add_argument("--features", nargs=2, default=list(FEATURES), metavar=("WEAK", "STRONG"),

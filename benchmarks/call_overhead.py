@@ -26,7 +26,7 @@ from fastapi import Request
 
 from frozenlake.data import solvable_tasks
 from frozenlake.workflow import run_frozen_lake
-from rftkit.cli import ArgumentParser
+from rftkit.cli import ArgumentParser, at_least
 from standins.adapter_harness import run_in_adapter
 from standins.fake_vllm_server import FakeVLLMServer
 
@@ -85,8 +85,8 @@ async def measure(tasks: list[dict], server, target: str, model_name: str, round
 
 def main(argv: list[str] | None = None) -> int:
     parser = ArgumentParser(description=__doc__)
-    parser.add_argument("--episodes", type=int, default=30, help="FrozenLake episodes per path and round")
-    parser.add_argument("--rounds", type=int, default=3, help="repeat both paths; the medians are printed")
+    parser.add_argument("--episodes", type=at_least(1), default=30, help="FrozenLake episodes per path and round")
+    parser.add_argument("--rounds", type=at_least(1), default=3, help="repeat both paths; the medians are printed")
     parser.add_argument("--base-url", help="a real OpenAI-compatible server (no /v1), e.g. vllm serve "
                                            "(default: the fixture server, standins/fake_vllm_server.py)")
     parser.add_argument("--model-name", default="policy", help="its served model name")

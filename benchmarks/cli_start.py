@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 
-from rftkit.cli import ArgumentParser
+from rftkit.cli import ArgumentParser, at_least
 from rftkit.example import REPO
 
 GSM = "math_bots/tasksets/gsm_symbolic"
@@ -49,7 +49,7 @@ def seconds(argv: list[str]) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     parser = ArgumentParser(prog="python benchmarks/cli_start.py", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repeats", type=int, default=3, help="runs of each command; the median is shown")
+    parser.add_argument("--repeats", type=at_least(1), default=3, help="runs of each command; the median is shown")
     args = parser.parse_args(argv)
     medians = {}
     for name, command in COMMANDS.items():

@@ -7,9 +7,14 @@ import tempfile
 import time
 
 from frozenlake.data import write_dataset
+from rftkit.cli import ArgumentParser, at_least
 
 
-def main(repeats: int = 3) -> None:
+def main(argv: list[str] | None = None) -> None:
+    parser = ArgumentParser(description=__doc__)
+    parser.add_argument("--repeats", type=at_least(1), default=3, help="generations timed; the best and the median "
+                                                                      "are printed")
+    repeats = parser.parse_args(argv).repeats
     times = []
     for _ in range(repeats):
         with tempfile.TemporaryDirectory() as out:

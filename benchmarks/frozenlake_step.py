@@ -17,13 +17,17 @@ from frozenlake.env import FrozenLakeEnv
 from frozenlake.maps import generate_map
 from frozenlake.policies import OracleModel
 from frozenlake.workflow import run_frozen_lake
+from rftkit.cli import ArgumentParser, at_least
 
 
 def per_step_us(total_seconds: float, steps: int) -> float:
     return 1e6 * total_seconds / steps
 
 
-def main(episodes: int = 300) -> None:
+def main(argv: list[str] | None = None) -> None:
+    parser = ArgumentParser(description=__doc__)
+    parser.add_argument("--episodes", type=at_least(1), default=300, help="oracle episodes on solvable maps")
+    episodes = parser.parse_args(argv).episodes
     tasks = solvable_tasks(episodes, map_max_size=6, env_max_steps=8, seed=0, progress=False)
 
     async def play_all():

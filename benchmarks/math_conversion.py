@@ -10,6 +10,7 @@ import numpy as np
 import pyarrow as pa
 
 from math_bots.data import BOXED_INSTRUCTION, PASS_RATE_COLUMNS, convert_guru
+from rftkit.cli import ArgumentParser
 
 ROWS = 54_400
 
@@ -56,7 +57,8 @@ def best_of(fn, repeats):
     return min(times), result
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    ArgumentParser(description=__doc__).parse_args(argv)  # --help: the benchmark takes no flags
     table = guru_table(ROWS)
     columnar_time, (kept, _) = best_of(lambda: convert_guru(table), 5)
     rowwise_time, rowwise = best_of(lambda: convert_rowwise(table), 2)

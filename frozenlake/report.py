@@ -5,7 +5,6 @@ report.md's rows and chart.png's panels; and two evaluations of the same maps co
 
 from __future__ import annotations
 
-import json
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -14,6 +13,7 @@ from frozenlake.policies import OracleModel, RandomModel
 from frozenlake.workflow import end_reason, run_frozen_lake
 from rftkit.reports.evaluation import sign_test, task_by_task, wilson_interval
 from rftkit.files import atomic_paths
+from rftkit.inputs import read_json
 
 
 async def play(task, model):
@@ -138,9 +138,8 @@ def compare(before_dir: Path, after_dir: Path, out: Path) -> str:
     """before_after.md (returned) and before_after.png from two evaluate.py output folders."""
     from rftkit.reports.plots import plt, save_png
 
-    before, after = (json.loads((d / "report.json").read_text()) for d in (before_dir, after_dir))
-    episodes = [[json.loads(line) for line in (d / "episodes.jsonl").read_text().splitlines()]
-                for d in (before_dir, after_dir)]
+    before, after = (read_json(d / "report.json") for d in (before_dir, after_dir))
+    episodes = [read_json(d / "episodes.jsonl", lines=True) for d in (before_dir, after_dir)]
     better, worse, same = map_by_map(*episodes)
     p_value = sign_test(better, worse)
 

@@ -38,6 +38,24 @@ class ArgumentParser(argparse.ArgumentParser):
         self.exit(2, f"error: {' '.join(message.split())}\n")
 
 
+def at_least(lowest: float, kind: type = int, strictly: bool = False):
+    """An argparse type: a number of `kind` (int or float) no smaller than `lowest`, or greater than it if
+    `strictly`; NaN is refused too."""
+    def parse(text: str):
+        value = kind(text)  # argparse words a ValueError as "invalid int value: 'x'", by this function's name
+        if not (value > lowest if strictly else value >= lowest):
+            raise argparse.ArgumentTypeError(f"must be {'more than' if strictly else 'at least'} {lowest}, got {text}")
+        return value
+
+    parse.__name__ = kind.__name__
+    return parse
+
+
+def above(lowest: float):
+    """An argparse type: a number greater than `lowest` (seconds, minutes, rates, sizes)."""
+    return at_least(lowest, float, strictly=True)
+
+
 def exit_now(code: int) -> None:
     """End the process with `code`, skipping the interpreter's teardown of every loaded module (slow once a
     launch has imported its stack). Output is flushed and atexit's handlers (logging's, Ray's) run first."""

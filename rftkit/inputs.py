@@ -43,6 +43,25 @@ def reports_input_errors(main: Callable[..., int]) -> Callable[..., int]:
     return wrapper
 
 
+def read_json(path: Path, lines: bool = False) -> Any:
+    """The JSON value in the file at `path`, or with `lines` the value on each of its non-blank lines; an
+    InputError naming the file, and the line, where it cannot be read as such (a copy cut short, say)."""
+    import json
+
+    try:
+        text = Path(path).read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: cannot read it ({exc})") from None
+    values = []
+    for number, chunk in enumerate(text.splitlines() if lines else [text], 1):
+        try:
+            values += [json.loads(chunk)] if chunk.strip() or not lines else []
+        except json.JSONDecodeError as exc:
+            where = number if lines else exc.lineno
+            raise InputError(f"{path}: not JSON at line {where} ({exc.msg}); a file cut short?") from None
+    return values if lines else values[0]
+
+
 def label(path: str | Path, flag: str | None = None) -> str:
     """How messages name an input file: with the flag that gave it, if any."""
     return f"{flag} {path}" if flag else str(path)
@@ -68,12 +87,16 @@ def check_columns(schema: pa.Schema, columns: dict[str, str], where: str) -> Non
             raise InputError(f"{where}: column {name!r} has type {schema.field(name).type}, expected {words}")
 
 
-def open_split(path: str | Path, columns: dict[str, str], flag: str | None = None) -> pq.ParquetFile:
-    """The parquet file at `path` (given by `flag`, if any), checked to have `columns` and at least one row.
+def open_split(path: str | Path, columns: dict[str, str], flag: str | None = None,
+               complete: bool = False) -> pq.ParquetFile:
+    """The parquet file at `path` (given by `flag`, if any), checked to have `columns` and at least one row, and
+    with `complete` (tasks), a value in each of those columns in every row.
 
     Only the footer is read here; the caller reads the rows it needs.
     """
     where = label(path, flag)
+    if Path(path).is_dir():
+        raise InputError(f"{where}: a folder, expected a parquet file")
     if not Path(path).is_file():
         raise InputError(f"{where}: no such file")
     try:
@@ -83,7 +106,23 @@ def open_split(path: str | Path, columns: dict[str, str], flag: str | None = Non
     check_columns(parquet.schema_arrow, columns, where)
     if parquet.metadata.num_rows == 0:
         raise InputError(f"{where}: no rows")
+    for name in columns if complete else []:
+        if null_count(parquet, name):
+            rows = [i for i, value in enumerate(parquet.read(columns=[name]).column(name).to_pylist()) if value is None]
+            raise InputError(f"{where}: column {name!r} is empty (null) in row {rows[0]}"
+                             + (f" and {len(rows) - 1} more" if len(rows) > 1 else "") + "; every task needs a value")
     return parquet
+
+
+def null_count(parquet: pq.ParquetFile, name: str) -> int:
+    """How many rows have no value in the top-level column `name`, from the footer's statistics (0 where a
+    writer left them out, or for a nested column)."""
+    metadata = parquet.metadata
+    leaf = next((i for i in range(metadata.num_columns) if metadata.schema.column(i).path == name), None)
+    if leaf is None:
+        return 0
+    counts = [metadata.row_group(g).column(leaf).statistics for g in range(metadata.num_row_groups)]
+    return sum(stats.null_count for stats in counts if stats is not None and stats.has_null_count)
 
 
 TRAIN_TASKSET = "buffer.explorer_input.taskset"
@@ -138,7 +177,7 @@ def check_task_splits(config: dict, columns: dict[str, str], remedy: str, flags:
         selector_name = "data_selector" if taskset.get("data_selector") else "task_selector"  # Trinity reads both
         features = (taskset.get(selector_name) or {}).get("feature_keys") or []
         try:
-            open_split(path, {**columns, **dict.fromkeys(features, "number")})
+            open_split(path, {**columns, **dict.fromkeys(features, "number")}, complete=True)
         except InputError as exc:
             rates = other_pass_rates(path, features)
             if rates:

@@ -28,7 +28,7 @@ from rftkit.example import load
 from rftkit.trainer import attention, liger
 from rftkit.inputs import InputError
 from rftkit.overrides import apply_overrides, load_yaml, parse_override, resolve_config, write_yaml
-from rftkit.trinity_config import check_set_key, no_gpu_banner, summarize, validate
+from rftkit.trinity_config import check_counts, check_sections, check_set_key, no_gpu_banner, summarize, validate
 
 NO_GPU_MESSAGE = """\
 error: training needs CUDA GPUs and none were found on this machine or in a running Ray cluster.
@@ -51,7 +51,8 @@ def add_arguments(parser: argparse.ArgumentParser, default_config: str) -> None:
     parser.add_argument("--nodes", type=int, default=None,
                         help="nodes to plan for (default: detected, or 1; 1 in a dry run given --gpus)")
     parser.add_argument("--engines", type=int, default=None,
-                        help="rollout engines (default: half of all GPUs, divided by tensor parallel size)")
+                        help="rollout engines (default: the config's engine_num where it leaves the trainer a "
+                             "GPU, else half of all GPUs; divided by tensor parallel size)")
     parser.add_argument("--attn", choices=attention.ATTN_CHOICES, default=None,
                         help="the trainer's attention (default: the YAML's if it sets one, else auto: "
                              "flash_attention_2 where flash-attn imports, else varlen, PyTorch's own "
@@ -107,6 +108,8 @@ def _launch(args, workflow_func, judge_func, data, check_data) -> int:
     for key, _ in args.set_values:
         check_set_key(key)
     raw = load_yaml(args.config)
+    check_sections(raw, f"--config {args.config}")
+    check_counts(raw, f"--config {args.config}")
     # Later entries win: the data flags (placed first), the path flags, then the attention, then each --set.
     overrides = {"model.model_path": args.model_path, "checkpoint_root_dir": args.checkpoint_dir}
     overrides = {key: value for key, value in overrides.items() if value is not None}
@@ -129,6 +132,8 @@ def _launch(args, workflow_func, judge_func, data, check_data) -> int:
         gpus = cluster.DRY_RUN_GPUS
         print(f"no GPU detected: planning for {nodes} node(s) x {gpus} GPUs (set --gpus to change)")
     config = apply_overrides(raw, overrides, data)
+    check_sections(config, "--set")  # the file was checked: what is wrong now came with --set
+    check_counts(config, "--set")
     rollout = (config.get("explorer") or {}).get("rollout_model") or {}
     try:
         plan = cluster.plan_cluster(nodes, gpus, int(rollout.get("tensor_parallel_size", 1)), args.engines,

@@ -161,6 +161,9 @@ def resolve_config(config: dict, overrides: dict[str, Any], plan: dict, config_f
     if not Path(model_path).exists() and not HUB_ID.fullmatch(model_path):
         raise InputError(f"model.model_path (--model-path) {model_path}: no such folder "
                          f"(expected a local model folder or a hub id such as Qwen/Qwen3-0.6B)")
+    if Path(model_path).exists() and not (Path(model_path) / "config.json").is_file():
+        raise InputError(f"model.model_path (--model-path) {model_path}: no config.json there "
+                         f"(expected a model folder as transformers saves one)")
     config["model"]["model_path"] = model_path
     for taskset, _ in tasksets(config, config_file):
         taskset["path"] = absolute(taskset["path"])

@@ -180,6 +180,60 @@ def check_set_key(dotted: str) -> None:
         path.append(part)
 
 
+def check_sections(config: dict, source: str) -> None:
+    """Refuse a value where Trinity-RFT's config has a section (a mapping of settings), a list of sections or a
+    list, but which is none of these, naming its key and `source` (a file, or "--set"): the launcher reads those
+    before Trinity does.
+
+    A field that may be None (`Optional[...]`) may be null; keys Trinity has no field for are left to its loader.
+    """
+    from trinity.common.config import Config
+
+    def walk(value, hint, path: list[str]) -> None:
+        node, optional = _config_class(hint), _config_class(hint) is not hint
+        if value is None and optional:
+            return
+        where = f"{source}{' ' if source == '--set' else ': '}{'.'.join(path)}"
+        if typing.get_origin(node) is list:
+            if not isinstance(value, list):
+                raise InputError(f"{where}: expected a list, got {value!r}")
+            (item,) = typing.get_args(node) or (None,)
+            if dataclasses.is_dataclass(_config_class(item)):
+                for index, entry in enumerate(value):
+                    walk(entry, item, [*path, str(index)])
+        elif dataclasses.is_dataclass(node):
+            if not isinstance(value, dict):
+                raise InputError(f"{where}: expected a mapping of settings, got {value!r}")
+            fields = typing.get_type_hints(node)
+            for key, entry in value.items():
+                if key in fields:
+                    walk(entry, fields[key], [*path, str(key)])
+
+    fields = typing.get_type_hints(Config)
+    for key, value in config.items():
+        if key in fields:
+            walk(value, fields[key], [str(key)])
+
+
+# Counts Trinity-RFT 0.6.0's checker lets through below their least sensible value (0 where Trinity reads it as
+# "work it out"): a batch of -4 maps would pass a dry run and fail on the GPU.
+LEAST = {"buffer.batch_size": 1, "buffer.train_batch_size": 0, "buffer.total_epochs": 1, "buffer.total_steps": 1,
+         "algorithm.repeat_times": 1, "explorer.runner_per_model": 1, "model.max_model_len": 1,
+         "model.max_response_tokens": 1, "trainer.max_token_len_per_gpu": 1, "trainer.total_steps": 1,
+         "trainer.save_interval": 0, "synchronizer.sync_interval": 1}
+
+
+def check_counts(config: dict, source: str) -> None:
+    """Refuse a count of LEAST below its least value, naming its key and `source` (a file, or "--set")."""
+    for dotted, least in LEAST.items():
+        value = config
+        for part in dotted.split("."):
+            value = value.get(part) if isinstance(value, dict) else None
+        if isinstance(value, int) and not isinstance(value, bool) and value < least:
+            where = f"{source}{' ' if source == '--set' else ': '}{dotted}"
+            raise InputError(f"{where}: expected {least} or more, got {value}")
+
+
 def one_line(error: Exception) -> str:
     """Trinity's message for a setting it rejects, on one line.
 

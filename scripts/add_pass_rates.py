@@ -21,6 +21,7 @@ The episodes must be of this split: one task per row, in order, each with the ro
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -38,14 +39,20 @@ def pass_rates(tasks: list[dict], episodes: list[dict], source: str) -> tuple[li
     """(mean reward per task in row order, episodes per task), checked against the split's rows."""
     rewards: dict[int, list[float]] = defaultdict(list)
     for line, episode in enumerate(episodes, 1):
+        if not isinstance(episode, dict) or not isinstance(episode.get("task"), dict):
+            raise InputError(f"{source}: line {line}: expected an episode of scripts/evaluate.py (a JSON object "
+                             f"with its task), got {str(episode)[:80]}")
+        reward = episode.get("reward")
+        if isinstance(reward, bool) or not isinstance(reward, (int, float)) or not 0 <= reward <= 1:
+            raise InputError(f"{source}: line {line}: reward {reward!r}, expected a number from 0 to 1")
         number = episode.get("task_number")
         if not isinstance(number, int) or not 0 <= number < len(tasks):
             raise InputError(f"{source}: line {line}: task_number {number!r} is not a row of the split "
                              f"({len(tasks)} rows)")
-        if episode.get("task", {}).get("question") != tasks[number]["question"]:
+        if episode["task"].get("question") != tasks[number]["question"]:
             raise InputError(f"{source}: line {line}: task {number}'s question is not row {number}'s of the split "
                              f"(an evaluation of another split or file?)")
-        rewards[number].append(float(episode["reward"]))
+        rewards[number].append(float(reward))
     missing = [i for i in range(len(tasks)) if i not in rewards]
     if missing:
         raise InputError(f"{source}: no episode of row {missing[0]} ({len(missing)} of {len(tasks)} rows have none; "
@@ -85,13 +92,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--episodes", type=Path, required=True, help="episodes.jsonl of scripts/evaluate.py on it")
     parser.add_argument("--column", required=True, help="column to write, e.g. smollm2_pass_rate")
     args = parser.parse_args(argv)
+    if not re.fullmatch(r"[\w.-]+", args.column):
+        raise InputError(f"--column {args.column!r}: expected a name of letters, digits, '_', '.' or '-'")
     split_path = args.data / f"{args.split}.parquet"
     table = open_split(split_path, {"question": "string"}, "--data").read()
+    if args.column in table.column_names and not pa.types.is_floating(table.schema.field(args.column).type):
+        raise InputError(f"--column {args.column}: {split_path} has this column already, of "
+                         f"{table.schema.field(args.column).type} values, not pass rates; name another")
     if not args.episodes.is_file():
         raise InputError(f"--episodes {args.episodes}: no such file")
     source = f"--episodes {args.episodes}"
+    try:
+        text = args.episodes.read_text()
+    except UnicodeDecodeError:
+        raise InputError(f"{source}: not a text file (expected episodes.jsonl of scripts/evaluate.py)") from None
     episodes = []
-    for number, line in enumerate(args.episodes.read_text().splitlines(), 1):
+    for number, line in enumerate(text.splitlines(), 1):
         if line.strip():
             try:
                 episodes.append(json.loads(line))

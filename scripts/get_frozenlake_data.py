@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 
 from frozenlake.data import DEFAULT_DIR, MAP_MAX_SIZE, SEED, TEST_SIZE, TRAIN_SIZE, write_dataset
 from frozenlake.env import ENV_MAX_STEPS
-from rftkit.cli import ArgumentParser
+from rftkit.cli import ArgumentParser, at_least
 from rftkit.files import check_writable
 from rftkit.inputs import reports_input_errors
 
@@ -23,7 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--train_size", "--train-size", type=int, default=TRAIN_SIZE, help="maps in the train split")
     parser.add_argument("--test_size", "--test-size", type=int, default=TEST_SIZE, help="maps in the test split")
     parser.add_argument("--local_dir", "--local-dir", default=DEFAULT_DIR, help="output folder (default: %(default)s)")
-    parser.add_argument("--seed", type=int, default=SEED, help="the same seed and flags give identical files")
+    parser.add_argument("--seed", type=at_least(0), default=SEED, help="the same seed and flags give identical files")
     parser.add_argument("--env_max_steps", "--env-max-steps", type=int, default=ENV_MAX_STEPS,
                         help="keep maps solvable in this many moves (an episode allows 10)")
     args = parser.parse_args(argv)

@@ -53,6 +53,13 @@ def copy_sample_data(sample_work: Path, work: Path, only: str | None = None) -> 
     return work
 
 
+def config_only_model(folder: Path) -> Path:
+    """A model folder as the launcher's checks see one (a config.json), for a test whose model is never loaded."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text("{}")
+    return folder
+
+
 def patches_asked(module, switch: str | None, monkeypatch) -> list[str]:
     """The modules `module.worker_setup()` asks to patch on import when its SWITCH_ENV is `switch` (None: unset)."""
     asked = []

@@ -84,6 +84,25 @@ def test_episodes_of_part_of_the_split_or_of_another_split_are_refused(split, tm
     assert (split / "train.parquet").read_bytes() == before  # nothing half-written
 
 
+def test_a_column_of_the_task_itself_bad_rewards_and_bad_records_are_refused(split, tmp_path, capsys):
+    before = (split / "train.parquet").read_bytes()
+    good = evaluate_split(split, tmp_path / "eval", repeats=1)
+    lines = good.read_text().splitlines()
+    episodes = tmp_path / "bad.jsonl"
+    for column, records, message in [
+            ("question", lines, "--column question: " + str(split / "train.parquet") + " has this column already, "
+                                "of string values, not pass rates; name another"),
+            ("a/b", lines, "--column 'a/b': expected a name of letters, digits"),
+            ("x", [lines[0].replace('"reward": 1.0', '"reward": 5.0'), *lines[1:]], "line 1: reward 5.0, expected "
+                                                                                  "a number from 0 to 1"),
+            ("x", [lines[0], "[1, 2]", *lines[2:]], "line 2: expected an episode of scripts/evaluate.py")]:
+        episodes.write_text("\n".join(records) + "\n")
+        with pytest.raises(SystemExit):
+            add_pass_rates.main(["--data", str(split), "--episodes", str(episodes), "--column", column])
+        assert message in capsys.readouterr().err
+    assert (split / "train.parquet").read_bytes() == before
+
+
 def test_the_gpu_script_refuses_bad_models_and_a_missing_split_before_starting_anything(split, tmp_path, capsys):
     import experiments.math_pass_rates as script
 

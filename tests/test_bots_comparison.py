@@ -13,7 +13,7 @@ import pytest
 from experiments.bots_comparison import report as bots_report
 from experiments.bots_comparison import runs as comparison
 
-from conftest import REPO, write_checkpoint, write_scalars
+from conftest import REPO, config_only_model, write_checkpoint, write_scalars
 
 
 @pytest.fixture
@@ -68,8 +68,7 @@ def test_a_model_without_thinking_tokens_runs_without_the_reasoning_parser(tmp_p
 
 @pytest.mark.parametrize("selector,thinking", [("random", True), ("difficulty", True), ("difficulty", False)])
 def test_each_run_passes_trinitys_checker_on_cpu(selector, thinking, tmp_path, gsm_data):
-    model = tmp_path / "model"
-    model.mkdir()
+    model = config_only_model(tmp_path / "model")
     command = comparison.train_command(selector, model, gsm_data, tmp_path / "c", args(thinks=thinking))
     result = subprocess.run([*command, "--dry-run", "--gpus", "1"], cwd=REPO, capture_output=True, text=True,
                             timeout=300)
@@ -234,17 +233,28 @@ def test_the_report_counts_the_templates_each_selector_drew_from(tmp_path):
 
 
 def test_bad_flags_are_refused_before_anything_starts(tmp_path, gsm_data, capsys):
+    model = config_only_model(tmp_path / "model")
+    (tmp_path / "weights.bin").write_text("")
     for argv, message in [(["--out", str(tmp_path)], "MODEL, --selector: required unless --report-only"),
-                          ([str(gsm_data), "--selector", "random", "--out", str(tmp_path)],
+                          ([str(model), "--selector", "random", "--out", str(tmp_path)],
                            "--steps, --minutes: give one, or both"),
                           ([str(tmp_path / "none"), "--selector", "random", "--steps", "1", "--out", str(tmp_path)],
                            "no such file or folder"),
-                          ([str(gsm_data), "--selector", "random", "--steps", "1", "--out", str(tmp_path),
+                          ([str(gsm_data), "--selector", "random", "--steps", "1", "--out", str(tmp_path)],
+                           "no config.json in this folder; expected an HF model folder or a GGUF file"),
+                          ([str(tmp_path / "weights.bin"), "--selector", "random", "--steps", "1", "--out",
+                            str(tmp_path)],
+                           "expected a GGUF file (.gguf) or an HF model folder"),
+                          ([str(model), "--selector", "random", "--steps", "1", "--out", str(tmp_path),
                             "--data", str(tmp_path)], "no train.parquet"),
-                          ([str(gsm_data), "--selector", "random", "--steps", "1", "--out", str(tmp_path),
-                            "--eval-every", "-1"], "--eval-every -1: expected 0"),
-                          ([str(gsm_data), "--selector", "random", "--steps", "1", "--out", str(tmp_path),
-                            "--eval-repeats", "0"], "--eval-repeats 0: expected 1 or more")]:
+                          ([str(model), "--selector", "random", "--steps", "0", "--out", str(tmp_path)],
+                           "--steps: must be at least 1, got 0"),
+                          ([str(model), "--selector", "random", "--minutes", "-1", "--out", str(tmp_path)],
+                           "--minutes: must be more than 0, got -1"),
+                          ([str(model), "--selector", "random", "--steps", "1", "--out", str(tmp_path),
+                            "--eval-every", "-1"], "--eval-every: must be at least 0, got -1"),
+                          ([str(model), "--selector", "random", "--steps", "1", "--out", str(tmp_path),
+                            "--eval-repeats", "0"], "--eval-repeats: must be at least 1, got 0")]:
         with pytest.raises(SystemExit):
             comparison.main(argv)
         assert message in capsys.readouterr().err
@@ -273,6 +283,7 @@ def test_the_whole_script_runs_both_selectors_with_a_fixture_server_and_recorded
 
     model = tmp_path / "model"
     load_tokenizer(smollm2_tokenizer).save_pretrained(model)  # has </think>: the configs' reasoning parser stays
+    config_only_model(model)
     served, launched = [], []
 
     @contextlib.contextmanager
@@ -320,3 +331,25 @@ def test_the_whole_script_runs_both_selectors_with_a_fixture_server_and_recorded
     assert result["held-out before"]["accuracy"] == 0.0
     assert result["runs"]["difficulty"]["held-out after"]["accuracy"] == 0.5
     assert result["effective-task ratio, BOTS / random"] == pytest.approx(2.0)
+
+
+def test_report_only_refuses_a_folder_with_no_runs_and_names_a_file_cut_short(tmp_path, capsys):
+    with pytest.raises(SystemExit) as stop:
+        comparison.main(["--out", str(tmp_path / "empty"), "--report-only"])
+    assert stop.value.code == 2
+    assert "no before/, random/, difficulty/ folder to report on" in capsys.readouterr().err
+    assert not (tmp_path / "empty").exists()
+    before = tmp_path / "bots" / "before"
+    before.mkdir(parents=True)
+    (before / "report.json").write_text('{"accuracy": 0.5, "accur')  # as a copy stopped half-way leaves it
+    with pytest.raises(SystemExit) as stop:
+        comparison.main(["--out", str(tmp_path / "bots"), "--report-only"])
+    assert stop.value.code == 2
+    assert f"{before / 'report.json'}: not JSON at line 1" in capsys.readouterr().err
+    (before / "report.json").write_text(json.dumps({"accuracy": 0.5, "accuracy_ci95": [0.1, 0.9], "episodes": 2,
+                                                    "format_rate": 1.0}))
+    (before / "episodes.jsonl").write_text('{"task_number": 0, "reward": 1.0}\n{"task_number": 1, "rew\n')
+    with pytest.raises(SystemExit):
+        comparison.main(["--out", str(tmp_path / "bots"), "--report-only"])
+    assert f"{before / 'episodes.jsonl'}: not JSON at line 2" in capsys.readouterr().err
+    assert not (tmp_path / "bots" / "comparison.md").exists()

@@ -14,7 +14,7 @@ from runkit.runs import last_checkpoint
 from runkit.serving import hf_from_gguf, model_folder
 from runkit.steps import Step
 
-from conftest import REPO, copy_sample_data, dry_run, write_checkpoint, write_scalars
+from conftest import REPO, config_only_model, copy_sample_data, dry_run, write_checkpoint, write_scalars
 
 
 def test_a_gguf_becomes_an_hf_model_that_transformers_loads_and_chats_with(tmp_path):
@@ -39,7 +39,7 @@ def test_a_gguf_becomes_an_hf_model_that_transformers_loads_and_chats_with(tmp_p
 
 
 def train_dry_run(args, tmp_path, sample_work):
-    (tmp_path / "model").mkdir(exist_ok=True)
+    config_only_model(tmp_path / "model")
     data = copy_sample_data(sample_work, tmp_path / "data", only="frozenlake")
     return dry_run(learning.train_command(tmp_path / "model", data, tmp_path / "ckpt", args))
 
@@ -166,8 +166,7 @@ def test_the_whole_script_runs_with_a_fixture_server_and_a_recorded_run(tmp_path
 
     from standins.fake_vllm_server import FakeVLLMServer
 
-    model = tmp_path / "model"
-    model.mkdir()
+    model = config_only_model(tmp_path / "model")
     served = []
 
     @contextlib.contextmanager
@@ -229,7 +228,7 @@ def test_a_training_that_fails_still_leaves_its_curves_and_stops_the_script_with
         raise SystemExit("error: exit code 1; the end of train.log:\ntorch.OutOfMemoryError: CUDA out of memory.")
 
     monkeypatch.setattr(learning, "run_step", failing_launch)
-    (tmp_path / "model").mkdir()
+    config_only_model(tmp_path / "model")
     with pytest.raises(SystemExit, match="OutOfMemoryError"):
         learning.main([str(tmp_path / "model"), "--out", str(tmp_path / "out"), "--data", str(frozenlake_data),
                        "--minutes", "1", "--skip-before"])  # made already; the other test covers the data step

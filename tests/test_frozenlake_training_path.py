@@ -16,7 +16,7 @@ from rftkit.trinity_config import build_trinity_config
 from standins.adapter_harness import run_in_adapter
 from standins.fake_vllm_server import FakeVLLMServer
 
-from conftest import REPO
+from conftest import REPO, config_only_model
 
 
 def oracle_reply(body):
@@ -155,7 +155,7 @@ def test_upstreams_env_interpolations_resolve_with_the_variables_set_and_unset(t
     unset = resolve_config(load_yaml(REPO / "configs" / "frozenlake.yaml"), {}, cluster.plan_cluster(1, 2, 1, None))
     assert unset["checkpoint_root_dir"] == str(tmp_path / "checkpoints")
     assert unset["model"]["model_path"] == "Qwen/Qwen2.5-3B-Instruct"
-    (tmp_path / "model").mkdir()
+    config_only_model(tmp_path / "model")
     monkeypatch.setenv("TRINITY_CHECKPOINT_ROOT_DIR", "runs/here")
     monkeypatch.setenv("TRINITY_MODEL_PATH", "./model")
     given = resolve_config(load_yaml(REPO / "configs" / "frozenlake.yaml"), {}, cluster.plan_cluster(1, 2, 1, None))

@@ -15,7 +15,7 @@ from runkit.examples import EXAMPLES
 from runkit.sample_data import make_data, sample_data
 from tests.gpu import smoke
 
-from conftest import REPO, copy_sample_data, dry_run, write_scalars
+from conftest import REPO, config_only_model, copy_sample_data, dry_run, write_scalars
 from test_engine_check import probe, runner_logs
 
 
@@ -51,7 +51,7 @@ def test_gpu_smoke_a_failed_run_ends_and_says_so(fault, tmp_path):
 @pytest.mark.parametrize("config", list(smoke.CONFIGS))
 def test_the_smoke_settings_pass_trinitys_checker(config, sample_work, tmp_path):
     """The exact launch the smoke makes, as a dry run: every --set key exists and validates."""
-    (tmp_path / "model").mkdir()
+    config_only_model(tmp_path / "model")
     copy_sample_data(sample_work, tmp_path / "work")
     command = smoke.command_for(config, tmp_path / "work", tmp_path / "model", tmp_path / "ckpt")
     out = dry_run(command)
@@ -159,7 +159,7 @@ def test_without_a_gpu_the_smoke_refuses_with_a_message(tmp_path):
 
 @pytest.mark.parametrize("fault", list(smoke.FAULTS))
 def test_the_fault_runs_pass_trinitys_checker_with_the_fault_plugin(fault, sample_work, tmp_path):
-    (tmp_path / "model").mkdir()
+    config_only_model(tmp_path / "model")
     copy_sample_data(sample_work, tmp_path / "work")
     command = smoke.command_for("frozenlake.yaml", tmp_path / "work", tmp_path / "model", tmp_path / "ckpt", fault)
     env = smoke.fault_plugin_env(os.environ)
@@ -225,7 +225,7 @@ def test_the_fault_checks_catch_a_run_that_hangs_hides_or_lies(tmp_path, broken,
 def test_on_4_and_8_gpus_the_smoke_launch_plans_several_engines_and_a_sharded_trainer(config, gpus, plan, sample_work,
                                                                                      tmp_path):
     """What the smoke will run on a 4- or 8-GPU machine (it takes the GPU count from the machine)."""
-    (tmp_path / "model").mkdir()
+    config_only_model(tmp_path / "model")
     copy_sample_data(sample_work, tmp_path / "work")
     command = smoke.command_for(config, tmp_path / "work", tmp_path / "model", tmp_path / "ckpt")
     assert plan in dry_run(command, gpus)

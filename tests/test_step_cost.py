@@ -5,7 +5,7 @@ import pytest
 
 from experiments import step_cost
 
-from conftest import copy_sample_data, dry_run, write_scalars
+from conftest import copy_sample_data, dry_run, config_only_model, write_scalars
 
 WAIT = "explorer/time/wait_explore_step"
 
@@ -15,7 +15,7 @@ WAIT = "explorer/time/wait_explore_step"
     ("math", "group 8, batch 16 tasks (128 experiences), lr 1e-06"),
 ])
 def test_the_real_scale_launch_passes_trinitys_checker(example, expected, sample_work, tmp_path):
-    (tmp_path / "model").mkdir()
+    config_only_model(tmp_path / "model")
     copy_sample_data(sample_work, tmp_path / "work")
     command = step_cost.command(example, tmp_path / "model", tmp_path / "work", tmp_path / "ckpt", 4, 256)
     out = dry_run(command)
@@ -27,7 +27,7 @@ def test_extra_settings_come_last_so_they_win(sample_work, tmp_path):
     command = step_cost.command("frozenlake", tmp_path / "model", tmp_path / "work", tmp_path / "ckpt", 2, 256,
                                 ("explorer.runner_per_model=24",))
     assert command[-1] == "--set=explorer.runner_per_model=24"
-    (tmp_path / "model").mkdir()
+    config_only_model(tmp_path / "model")
     assert "runners/engine 24" in dry_run(command)
 
 
@@ -102,6 +102,7 @@ def test_a_failed_launch_still_leaves_its_figures_and_exit_code(tmp_path, monkey
 
     monkeypatch.setattr(tiny_model, "build_random_model", random_model)
     monkeypatch.setattr(step_cost, "run_step", failing_launch)
+    monkeypatch.setattr("torch.cuda.is_available", lambda: True)  # the launch is the fixture above
     assert step_cost.main(["math", "--out", str(tmp_path / "out"), "--steps", "2",
                            "--set", "explorer.runner_per_model=64"]) == 1
     result = json.loads((tmp_path / "out" / "math.json").read_text())

@@ -19,6 +19,7 @@ from collections import Counter
 from pathlib import Path
 
 from math_bots.example import MATH
+from rftkit.inputs import read_json
 from runkit.runs import job_dir
 
 CONFIGS = MATH.configs  # task selector -> config file: the runs' folders under <out>
@@ -105,8 +106,7 @@ def groups(folder: Path | None) -> dict[tuple[int, int], list[float]] | None:
     if queue is None or not queue.is_file():
         return None
     rewards: dict[tuple[int, int], dict[int, float]] = {}
-    for line in queue.read_text().splitlines():
-        experience = json.loads(line)
+    for experience in read_json(queue, lines=True):
         task = (experience["eid"]["batch"], experience["info"]["task_index"]["index"])
         rewards.setdefault(task, {})[experience["eid"]["run"]] = experience["reward"]  # one reward a rollout
     return {task: list(by_rollout.values()) for task, by_rollout in rewards.items()}
@@ -172,10 +172,9 @@ def held_out(folder: Path) -> dict | None:
     """{accuracy, interval, per-task mean reward} of an evaluation folder, or None if it is not there."""
     if not (folder / "report.json").is_file():
         return None
-    report = json.loads((folder / "report.json").read_text())
+    report = read_json(folder / "report.json")
     rewards: dict[int, list[float]] = {}
-    for line in (folder / "episodes.jsonl").read_text().splitlines():
-        episode = json.loads(line)
+    for episode in read_json(folder / "episodes.jsonl", lines=True):
         rewards.setdefault(episode["task_number"], []).append(episode["reward"])
     return {"accuracy": report["accuracy"], "ci95": report["accuracy_ci95"], "episodes": report["episodes"],
             "format rate": report["format_rate"],

@@ -8,7 +8,9 @@ from pathlib import Path
 
 from experiments.bots_comparison.report import CONFIGS, DEFAULT_FEATURES, HELD_OUT_SET, held_out, markdown, report
 from math_bots.example import MATH
-from rftkit.cli import ArgumentParser
+from rftkit.cli import ArgumentParser, above, at_least
+from rftkit.files import check_writable
+from rftkit.inputs import reports_input_errors
 from runkit.commands import evaluate_command, launch_command
 from runkit.runs import last_checkpoint
 from runkit.serving import engine_flags, model_folder, thinks, vllm_server
@@ -52,6 +54,7 @@ def train_command(selector: str, model: Path, data: Path, checkpoints: Path, arg
                           extra=args.set)
 
 
+@reports_input_errors
 def main(argv: list[str] | None = None) -> int:
     import experiments.bots_comparison as package
 
@@ -64,41 +67,43 @@ def main(argv: list[str] | None = None) -> int:
                         help="train and test splits (default: %(default)s)")
     parser.add_argument("--features", nargs="+", default=DEFAULT_FEATURES,
                         help="pass-rate columns for BOTS, weakest first (default: %(default)s)")
-    parser.add_argument("--minutes", type=float,
+    parser.add_argument("--minutes", type=above(0),
                         help="stop training after this much wall time (start-up included; default: no limit)")
-    parser.add_argument("--steps", type=int, help="explore steps (default: as many as --minutes allows)")
-    parser.add_argument("--save-every", type=int, default=5, help="trainer steps between checkpoints")
-    parser.add_argument("--batch", type=int, default=16, help="problems per step (default: %(default)s, upstream's)")
-    parser.add_argument("--group", type=int, default=8, help="rollouts per problem (default: %(default)s, upstream's)")
-    parser.add_argument("--lr", type=float, default=1e-6, help="learning rate (default: %(default)s, upstream's)")
+    parser.add_argument("--steps", type=at_least(1), help="explore steps (default: as many as --minutes allows)")
+    parser.add_argument("--save-every", type=at_least(1), default=5, help="trainer steps between checkpoints")
+    parser.add_argument("--batch", type=at_least(1), default=16,
+                        help="problems per step (default: %(default)s, upstream's)")
+    parser.add_argument("--group", type=at_least(1), default=8,
+                        help="rollouts per problem (default: %(default)s, upstream's)")
+    parser.add_argument("--lr", type=above(0), default=1e-6, help="learning rate (default: %(default)s, upstream's)")
     parser.add_argument("--seed", type=int, default=42, help="the task selector's seed (default: %(default)s)")
-    parser.add_argument("--repeats", type=int, default=4, help="evaluation episodes per test task")
-    parser.add_argument("--eval-every", type=int, default=8, metavar="STEPS",
+    parser.add_argument("--repeats", type=at_least(1), default=4, help="evaluation episodes per test task")
+    parser.add_argument("--eval-every", type=at_least(0), default=8, metavar="STEPS",
                         help="explore steps between in-run evaluations on the test split, a multiple of the "
                              "configs' sync interval, 4 (Trinity rounds it to one); 0: none (default: %(default)s)")
-    parser.add_argument("--eval-repeats", type=int, default=1,
+    parser.add_argument("--eval-repeats", type=at_least(1), default=1,
                         help="rollouts per test task in each in-run evaluation: each costs about the rollouts of "
                              "test tasks x this / (batch x group) steps (default: %(default)s)")
-    parser.add_argument("--max-model-len", type=int, default=ONE_GPU["model.max_model_len"],
+    parser.add_argument("--max-model-len", type=at_least(1), default=ONE_GPU["model.max_model_len"],
                         help="vLLM context for the evaluations (default: %(default)s)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="passed to the launcher")
     parser.add_argument("--report-only", action="store_true", help="only redraw the comparison from <out>")
     args = parser.parse_args(argv)
     out = args.out.resolve()
     if args.report_only:
+        if not any((out / name).is_dir() for name in ("before", *CONFIGS)):
+            parser.error(f"--out {out}: no before/, {'/, '.join(CONFIGS)}/ folder to report on (--report-only reads "
+                         f"the folders of earlier runs)")
         print(markdown(report(out, args.data.resolve(), args.features[-1])), flush=True)
         return 0
     if args.model is None or args.selector is None:
         parser.error("MODEL, --selector: required unless --report-only")
     check_model_and_length(parser, args)
-    if args.eval_every < 0:
-        parser.error(f"--eval-every {args.eval_every}: expected 0 (no in-run evaluation) or more steps")
-    if args.eval_repeats < 1:
-        parser.error(f"--eval-repeats {args.eval_repeats}: expected 1 or more rollouts per test task")
     data = args.data.resolve()
     for split in ("train", "test"):
         if not (data / f"{split}.parquet").is_file():
             parser.error(f"--data {data}: no {split}.parquet (scripts/prepare_math_data.py --source gsm-symbolic)")
+    check_writable(out, "--out")
     out.mkdir(parents=True, exist_ok=True)
     started = time.time()
     model = model_folder(args.model, out / "model")

