@@ -124,6 +124,8 @@ def read_table(path: str | Path, flag: str | None = None) -> pa.Table:
 
     if not path.is_file():
         raise InputError(f"{label(path, flag)}: no such file")
+    if not path.read_bytes().strip():  # datasets stops on an empty file with a bare StopIteration
+        raise InputError(f"{label(path, flag)}: no rows")
     try:
         table = datasets.load_dataset("json", data_files=str(path), split="train").data.table
     except datasets.exceptions.DatasetGenerationError as exc:  # its own message is generic; the cause says why

@@ -150,7 +150,7 @@ def parse_args(argv):
     parser.add_argument("--model", choices=[*BASELINES, "openai", "local"], required=True,
                         help=f"who plays: {baselines}openai (an OpenAI-compatible endpoint, see --base-url) "
                              "or local (llama.cpp on a small GGUF, see --gguf)")
-    parser.add_argument("--out", type=Path, required=True, help="output folder")
+    parser.add_argument("--out", required=True, help="output folder")
     parser.add_argument("--repeats", type=at_least(1), default=1, help="episodes per task")
     parser.add_argument("--limit", type=at_least(1), help="only the first N tasks (default: all of the split)")
     parser.add_argument("--concurrency", type=at_least(1), default=4, help="episodes at once")
@@ -174,6 +174,13 @@ def parse_args(argv):
         parser.error(f"--model: {args.model} is a {owner.title} policy; use openai or local for --task {args.task}")
     if args.model == "openai" and not (args.base_url and args.model_name):
         parser.error("--model: openai needs --base-url and --model-name")
+    if args.base_url and not args.base_url.startswith(("http://", "https://")):
+        parser.error(f"--base-url {args.base_url!r}: expected an http:// or https:// address")
+    if args.gguf and not (Path(args.gguf).is_file() and Path(args.gguf).suffix == ".gguf"):
+        parser.error(f"--gguf {args.gguf}: expected a .gguf file")
+    if not args.out.strip():  # Path("") would be the current folder
+        parser.error("--out: expected a folder, got ''")
+    args.out = Path(args.out)
     args.data = Path(args.data or EXAMPLES[args.task].data["eval"])
     return parser, args
 

@@ -46,7 +46,7 @@ from math_bots.gsm_symbolic import REQUIREMENT
 from rftkit.cli import ArgumentParser
 from rftkit.example import REPO
 from rftkit.files import atomic_paths, check_writable
-from rftkit.inputs import InputError, label, open_split, reports_input_errors
+from rftkit.inputs import InputError, check_columns, label, open_split, reports_input_errors
 
 BATCH_ROWS = 8192
 
@@ -55,6 +55,7 @@ def record_batches(path: Path, flag: str | None):
     """(batches, row count) of a parquet file read in slices, or of a json/jsonl file."""
     if path.suffix in (".jsonl", ".json"):
         table = read_table(path, flag)
+        check_columns(table.schema, GURU_COLUMNS, label(path, flag))
         return table.to_batches(max_chunksize=BATCH_ROWS), table.num_rows
     parquet = open_split(path, GURU_COLUMNS, flag)  # checked before the progress bar starts
     return parquet.iter_batches(batch_size=BATCH_ROWS), parquet.metadata.num_rows
@@ -66,7 +67,10 @@ def convert_file(path: Path, flag: str | None) -> tuple[pa.Table, Counter, int]:
     kept, dropped = [], Counter()
     with tqdm(total=total, desc="converting", unit="row") as bar:
         for batch in batches:
-            table, batch_dropped = convert_guru(pa.Table.from_batches([batch]), source=label(path, flag))
+            try:
+                table, batch_dropped = convert_guru(pa.Table.from_batches([batch]), source=label(path, flag))
+            except pa.ArrowException as exc:  # a prompt or reward_model of another shape than guru's
+                raise InputError(f"{label(path, flag)}: rows not shaped as guru-RL-92k's ({exc})") from None
             kept.append(table)
             dropped.update(batch_dropped)
             bar.update(batch.num_rows)
