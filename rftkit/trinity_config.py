@@ -180,6 +180,11 @@ def check_set_key(dotted: str) -> None:
         path.append(part)
 
 
+def key_in(source: str, dotted: str) -> str:
+    """How a message names a key of a config file ("--config F: a.b") or of --set ("--set a.b")."""
+    return f"{source} {dotted}" if source == "--set" else f"{source}: {dotted}"
+
+
 def check_sections(config: dict, source: str) -> None:
     """Refuse a value where Trinity-RFT's config has a section (a mapping of settings), a list of sections or a
     list, but which is none of these, naming its key and `source` (a file, or "--set"): the launcher reads those
@@ -193,7 +198,7 @@ def check_sections(config: dict, source: str) -> None:
         node, optional = _config_class(hint), _config_class(hint) is not hint
         if value is None and optional:
             return
-        where = f"{source}{' ' if source == '--set' else ': '}{'.'.join(path)}"
+        where = key_in(source, ".".join(path))
         if typing.get_origin(node) is list:
             if not isinstance(value, list):
                 raise InputError(f"{where}: expected a list, got {value!r}")
@@ -230,8 +235,7 @@ def check_counts(config: dict, source: str) -> None:
         for part in dotted.split("."):
             value = value.get(part) if isinstance(value, dict) else None
         if isinstance(value, int) and not isinstance(value, bool) and value < least:
-            where = f"{source}{' ' if source == '--set' else ': '}{dotted}"
-            raise InputError(f"{where}: expected {least} or more, got {value}")
+            raise InputError(f"{key_in(source, dotted)}: expected {least} or more, got {value}")
 
 
 def one_line(error: Exception) -> str:
