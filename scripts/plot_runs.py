@@ -27,6 +27,8 @@ DEFAULT_SCALARS = ["rollout/accuracy/mean", "eval/aime24/accuracy/mean@1"]  # ta
 
 def parse_run(text: str) -> tuple[str, Path]:
     label, sep, folder = text.partition("=")
+    if sep and not (label.strip() and folder.strip()):
+        raise InputError(f"RUN {text!r}: expected LABEL=FOLDER, both given, or FOLDER")
     return (label, Path(folder)) if sep else (Path(text).name, Path(text))
 
 
@@ -72,6 +74,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.out.is_dir():
         raise InputError(f"--out {args.out}: a folder; expected the name of the PNG file to write")
+    if args.out.suffix.lower() != ".png":
+        raise InputError(f"--out {args.out}: expected a name ending in .png")
     check_writable(args.out.parent, "--out")
 
     runs = {}
@@ -83,6 +87,8 @@ def main(argv: list[str] | None = None) -> int:
             runs[label] = read_scalars(folder)
         except FileNotFoundError as exc:
             parser.error(str(exc))
+        if not runs[label]:
+            raise InputError(f"RUN {folder}: its event files hold no scalars (empty, cut short or not tensorboard's)")
     found = [tag for tag in args.scalars if any(tag in series for series in runs.values())]
     if not found:
         available = sorted({tag for series in runs.values() for tag in series})

@@ -191,6 +191,11 @@ CASES = [
     ("plot-out-under-a-file", lambda t: text(t / "file"),
      ["scripts/plot_runs.py", "{tmp}/run", "--out", "{tmp}/file/runs.png"],
      "error: --out {tmp}/file: cannot write there, {tmp}/file is not a folder"),
+    ("plot-run-without-scalars", lambda t: text(t / "run" / "events.out.tfevents.1.host", "cut short"),
+     ["scripts/plot_runs.py", "{tmp}/run", "--out", "{tmp}/runs.png"],
+     "error: RUN {tmp}/run: its event files hold no scalars (empty, cut short or not tensorboard's)"),
+    ("plot-out-not-a-png", nothing, ["scripts/plot_runs.py", "{tmp}/run", "--out", "{tmp}/runs.txt"],
+     "error: --out {tmp}/runs.txt: expected a name ending in .png"),
     ("plot-out-a-folder", lambda t: (t / "plots").mkdir(),
      ["scripts/plot_runs.py", "{tmp}/run", "--out", "{tmp}/plots"], "error: --out {tmp}/plots: a folder"),
 ]
