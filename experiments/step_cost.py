@@ -218,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     estimate_steps = args.estimate_steps or scale.full_run_steps
     out = args.out.resolve()
     work = out / "work"
-    check_writable(str(out), "--out")
+    check_writable(out, "--out")
     if args.report_only:
         if not args.launched_at:
             parser.error("--report-only: needs --launched-at")

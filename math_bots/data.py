@@ -124,7 +124,9 @@ def read_table(path: str | Path, flag: str | None = None) -> pa.Table:
 
     if not path.is_file():
         raise InputError(f"{label(path, flag)}: no such file")
-    if not path.read_bytes().strip():  # datasets stops on an empty file with a bare StopIteration
+    with path.open("rb") as file:  # datasets stops on a file of nothing but blanks with a bare StopIteration
+        blank = not any(chunk.strip() for chunk in iter(lambda: file.read(1 << 16), b""))  # up to the first text
+    if blank:
         raise InputError(f"{label(path, flag)}: no rows")
     try:
         table = datasets.load_dataset("json", data_files=str(path), split="train").data.table

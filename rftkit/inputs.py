@@ -43,22 +43,23 @@ def reports_input_errors(main: Callable[..., int]) -> Callable[..., int]:
     return wrapper
 
 
-def read_json(path: Path, lines: bool = False) -> Any:
-    """The JSON value in the file at `path`, or with `lines` the value on each of its non-blank lines; an
-    InputError naming the file, and the line, where it cannot be read as such (a copy cut short, say)."""
+def read_json(path: Path, lines: bool = False, flag: str | None = None) -> Any:
+    """The JSON value in the file at `path` (given by `flag`, if any), or with `lines` the value on each of its
+    non-blank lines; an InputError naming the file, and the line, where it cannot be read as such."""
     import json
 
+    where = label(path, flag)
     try:
         text = Path(path).read_text()
     except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: cannot read it ({exc})") from None
+        raise InputError(f"{where}: cannot read it as text ({exc})") from None
     values = []
     for number, chunk in enumerate(text.splitlines() if lines else [text], 1):
         try:
             values += [json.loads(chunk)] if chunk.strip() or not lines else []
         except json.JSONDecodeError as exc:
-            where = number if lines else exc.lineno
-            raise InputError(f"{path}: not JSON at line {where} ({exc.msg}); a file cut short?") from None
+            at = f"line {number}: not JSON" if lines else f"not JSON at line {exc.lineno}"
+            raise InputError(f"{where}: {at} ({exc.msg}); a file cut short?") from None
     return values if lines else values[0]
 
 

@@ -20,7 +20,6 @@ The episodes must be of this split: one task per row, in order, each with the ro
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 from collections import defaultdict
@@ -32,7 +31,7 @@ import pyarrow.parquet as pq
 
 from rftkit.cli import ArgumentParser
 from rftkit.files import atomic_paths
-from rftkit.inputs import InputError, open_split, reports_input_errors
+from rftkit.inputs import InputError, open_split, read_json, reports_input_errors
 
 
 def pass_rates(tasks: list[dict], episodes: list[dict], source: str) -> tuple[list[float], int]:
@@ -102,17 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.episodes.is_file():
         raise InputError(f"--episodes {args.episodes}: no such file")
     source = f"--episodes {args.episodes}"
-    try:
-        text = args.episodes.read_text()
-    except UnicodeDecodeError:
-        raise InputError(f"{source}: not a text file (expected episodes.jsonl of scripts/evaluate.py)") from None
-    episodes = []
-    for number, line in enumerate(text.splitlines(), 1):
-        if line.strip():
-            try:
-                episodes.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise InputError(f"{source}: line {number}: not JSON ({exc.msg})") from None
+    episodes = read_json(args.episodes, lines=True, flag="--episodes")
     rates, repeats = pass_rates(table.select(["question"]).to_pylist(), episodes, source)
 
     column = pa.array(rates, pa.float64())

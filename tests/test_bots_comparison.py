@@ -351,5 +351,5 @@ def test_report_only_refuses_a_folder_with_no_runs_and_names_a_file_cut_short(tm
     (before / "episodes.jsonl").write_text('{"task_number": 0, "reward": 1.0}\n{"task_number": 1, "rew\n')
     with pytest.raises(SystemExit):
         comparison.main(["--out", str(tmp_path / "bots"), "--report-only"])
-    assert f"{before / 'episodes.jsonl'}: not JSON at line 2" in capsys.readouterr().err
+    assert f"{before / 'episodes.jsonl'}: line 2: not JSON" in capsys.readouterr().err
     assert not (tmp_path / "bots" / "comparison.md").exists()

@@ -20,7 +20,7 @@ from experiments.trainer_speed.settings import (DEFAULT_SETTINGS, MORE_SETTINGS,
                                                 unfused_budget)
 from experiments.trainer_speed.worker import run_setting, setup_worker_process
 from rftkit.cli import ArgumentParser, above, at_least
-from rftkit.inputs import reports_input_errors
+from rftkit.inputs import InputError, reports_input_errors
 from rftkit.example import REPO
 from runkit.examples import EXAMPLES
 from runkit.steps import run_step
@@ -99,8 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     if not torch.cuda.is_available():
-        print("error: the trainer benchmark needs a CUDA GPU; this machine has none", file=sys.stderr)
-        return 2
+        raise InputError("the trainer benchmark needs a CUDA GPU; this machine has none")
     from runkit.tiny_model import build_random_model
 
     out = args.out.resolve()
