@@ -25,6 +25,7 @@ import re
 import sys
 from pathlib import Path
 
+from rftkit.inputs.model_path import check_model
 from rftkit.cli import ArgumentParser, at_least
 from rftkit.files import check_writable
 from rftkit.inputs import reports_input_errors
@@ -42,8 +43,7 @@ def model_pairs(values: list[str], parser: argparse.ArgumentParser) -> list[tupl
         name, _, path = value.partition("=")
         if not re.fullmatch(r"[A-Za-z0-9_.-]+", name) or not path:
             parser.error(f"{value!r}: expected NAME=MODEL, NAME a column-name prefix such as qwen_coder_0.5b")
-        if not Path(path).exists():
-            parser.error(f"{value!r}: no such file or folder: {path}")
+        check_model(Path(path), repr(value), gguf=True)
         pairs.append((name, Path(path).resolve()))
     return pairs
 

@@ -34,6 +34,7 @@ from pathlib import Path
 
 from frozenlake.example import FROZENLAKE
 from rftkit import startup
+from rftkit.inputs.model_path import check_model
 from rftkit.cli import ArgumentParser, above
 from rftkit.files import atomic_paths
 from rftkit.inputs import reports_input_errors
@@ -175,8 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.report_only:
         if args.model is None or args.data is None:
             parser.error("model, --data: required unless --report-only")
-        if not args.model.exists():
-            parser.error(f"model: no such file or folder: {args.model}")
+        check_model(args.model, "model", gguf=True)
         if not (args.data / "train.parquet").is_file():
             parser.error(f"--data {args.data}: no train.parquet there (scripts/get_frozenlake_data.py makes it)")
         out = args.out.resolve()

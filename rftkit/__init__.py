@@ -10,9 +10,10 @@ startup.py         the start-up timeline: each phase's end, printed and kept in 
 run_state.py       Trinity's state files made safe to resume from after a kill
 checkpoints.py     checkpoints a kill cannot leave half-written where a relaunch would load them
 workers.py         Ray's worker setup hook: which patches a run's workers get
-inputs.py, files.py, cli.py  bad input as a message, whole-file writes, help with defaults
+files.py, cli.py   whole-file writes, help with defaults
 example.py         the Example an example folder describes itself with
 
+inputs/            bad input as a message: task splits, config keys and model paths checked first
 trainer/           patches to verl and Trinity-RFT applied in the Ray workers
 reports/           evaluating a model and reporting on runs
 trinity_plugins/   Trinity plugins, imported by name in the launcher and in every Ray worker

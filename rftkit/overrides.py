@@ -21,6 +21,7 @@ from omegaconf._utils import get_yaml_loader  # the YAML loader of OmegaConf.loa
 from omegaconf.errors import OmegaConfBaseException
 
 from rftkit import cluster
+from rftkit.inputs.model_path import check_model
 from rftkit.files import atomic_paths, check_writable
 from rftkit.inputs import InputError, get_key, tasksets
 
@@ -161,9 +162,8 @@ def resolve_config(config: dict, overrides: dict[str, Any], plan: dict, config_f
     if not Path(model_path).exists() and not HUB_ID.fullmatch(model_path):
         raise InputError(f"model.model_path (--model-path) {model_path}: no such folder "
                          f"(expected a local model folder or a hub id such as Qwen/Qwen3-0.6B)")
-    if Path(model_path).exists() and not (Path(model_path) / "config.json").is_file():
-        raise InputError(f"model.model_path (--model-path) {model_path}: no config.json there "
-                         f"(expected a model folder as transformers saves one)")
+    if Path(model_path).exists():
+        check_model(Path(model_path), "model.model_path (--model-path)")
     config["model"]["model_path"] = model_path
     for taskset, _ in tasksets(config, config_file):
         taskset["path"] = absolute(taskset["path"])

@@ -5,15 +5,12 @@ from __future__ import annotations
 
 import argparse
 
+from rftkit.inputs.model_path import check_model
+
 
 def check_model_and_length(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """The training needs a length (--steps, --minutes, or both) and a MODEL that is a GGUF file or an HF model
-    folder: parser.error otherwise."""
+    """The training needs a length (--steps, --minutes, or both; parser.error otherwise) and a MODEL that is a GGUF
+    file or an HF model folder (an InputError otherwise)."""
     if args.steps is None and args.minutes is None:
         parser.error("--steps, --minutes: give one, or both")
-    if not args.model.exists():
-        parser.error(f"model: no such file or folder: {args.model}")
-    if args.model.is_dir() and not (args.model / "config.json").is_file():
-        parser.error(f"model: {args.model}: no config.json in this folder; expected an HF model folder or a GGUF file")
-    if args.model.is_file() and args.model.suffix != ".gguf":
-        parser.error(f"model: {args.model}: expected a GGUF file (.gguf) or an HF model folder")
+    check_model(args.model, "model", gguf=True)

@@ -11,7 +11,7 @@ import pytest
 from rftkit.reports.evaluation import message_text
 from standins.fake_vllm_server import FakeVLLMServer
 
-from conftest import REPO
+from conftest import REPO, config_only_model
 
 
 def load_script(name):
@@ -106,10 +106,12 @@ def test_a_column_of_the_task_itself_bad_rewards_and_bad_records_are_refused(spl
 def test_the_gpu_script_refuses_bad_models_and_a_missing_split_before_starting_anything(split, tmp_path, capsys):
     import experiments.math_pass_rates as script
 
+    model = config_only_model(tmp_path / "model")
     for argv, message in [(["smollm2", "--out", str(tmp_path)], "'smollm2': expected NAME=MODEL"),
                           ([f"a b={split}", "--out", str(tmp_path)], "expected NAME=MODEL"),
                           (["smollm2=/no/such.gguf", "--out", str(tmp_path)], "no such file or folder: /no/such.gguf"),
-                          ([f"smollm2={split}", "--data", str(split), "--split", "test", "--out", str(tmp_path)],
+                          ([f"smollm2={split}", "--out", str(tmp_path)], "no config.json in this folder"),
+                          ([f"smollm2={model}", "--data", str(split), "--split", "test", "--out", str(tmp_path)],
                            "no test.parquet")]:
         with pytest.raises(SystemExit):
             script.main(argv)
@@ -129,7 +131,7 @@ def test_the_gpu_script_writes_one_column_per_model_through_a_server_that_acts_o
 
     models = {}
     for name in ("weak", "strong"):
-        models[name] = tmp_path / name
+        models[name] = config_only_model(tmp_path / name)
         load_tokenizer(smollm2_tokenizer).save_pretrained(models[name])  # has </think>: the reasoning parser applies
     served = []
 

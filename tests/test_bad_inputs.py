@@ -113,7 +113,7 @@ CASES = [
      "error: model.model_path (--model-path) models/qwen/final: no such folder"),
     ("model-path-without-a-config", lambda t: (t / "empty-model").mkdir(), [*FROZENLAKE_MAIN, "--model-path",
                                                                            "{tmp}/empty-model"],
-     "error: model.model_path (--model-path) {tmp}/empty-model: no config.json there"),
+     "error: model.model_path (--model-path) {tmp}/empty-model: no config.json in this folder"),
     ("checkpoint-dir-under-a-file", lambda t: text(t / "file"),
      [*FROZENLAKE_MAIN, "--checkpoint-dir", "{tmp}/file/ckpt"],
      "error: checkpoint_root_dir (--checkpoint-dir) {tmp}/file/ckpt: cannot write there, {tmp}/file is not a folder"),
@@ -265,14 +265,14 @@ def yaml_keys(node, path=()):
 @pytest.mark.parametrize("config", sorted((REPO / "configs").glob("*.yaml")), ids=lambda p: p.name)
 def test_every_key_of_the_shipped_configs_can_be_set(config):
     from rftkit.overrides import load_yaml
-    from rftkit.trinity_config import check_set_key
+    from rftkit.inputs.config_keys import check_set_key
 
     for key in yaml_keys(load_yaml(config)):
         check_set_key(key)
 
 
 def test_a_key_below_a_mapping_is_left_to_whoever_reads_it():
-    from rftkit.trinity_config import check_set_key
+    from rftkit.inputs.config_keys import check_set_key
 
     check_set_key("trainer.trainer_config.actor_rollout_ref.actor.anything")  # verl's settings, read by verl
 

@@ -9,6 +9,8 @@ import pytest
 from experiments import serve_startup as bench
 from runkit.steps import Step
 
+from conftest import config_only_model
+
 # The lines vLLM 0.23 writes while it starts, in its own words.
 VLLM_LOG = """\
 (EngineCore_DP0 pid=1) INFO [backends.py:215] Compiling a graph for dynamic shape takes 17.41 s
@@ -21,8 +23,7 @@ VLLM_LOG = """\
 def test_the_variants_get_their_caches_flags_and_figures(tmp_path, monkeypatch):
     """main() over two variants, with `vllm serve` replaced by a fixture that writes vLLM's start-up lines
     and the evaluation by a recorded report: the benchmark's own work is what is checked."""
-    model = tmp_path / "model"
-    model.mkdir()
+    model = config_only_model(tmp_path / "model")
     data = tmp_path / "data"
     data.mkdir()
     (data / "test.parquet").write_bytes(b"")

@@ -4,6 +4,10 @@ An `InputError` names the file, row, column, key or flag at fault and says what
 was expected. Every entry point's main() is wrapped in `reports_input_errors`,
 which prints it as `error: <message>` on stderr; the exit status is 2, as
 argparse gives for a bad flag (1 is left for runs that fail: training, a download).
+
+Here: the error, and reading what every entry point shares (task splits, JSON files, config keys). Beside it:
+config_keys.py  a run's config against Trinity-RFT's config classes (`--set` keys, sections, counts)
+model_path.py   a model path: a folder as transformers saves one, or a GGUF file where the caller converts those
 """
 
 from __future__ import annotations

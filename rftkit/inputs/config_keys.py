@@ -1,0 +1,107 @@
+"""The keys and values of a run's config, checked against Trinity-RFT's config classes before Trinity reads them.
+
+`check_set_key` refuses a `--set` key that Trinity's config has no place for; `check_sections` a value where
+Trinity has a section or a list; `check_counts` a count below its least sensible value. Each names the key and
+where it came from (the file, or `--set`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import typing
+from types import UnionType
+
+from rftkit.inputs import InputError
+
+
+def _config_class(hint):
+    """X for a field typed `Optional[X]` or `X | None`; any other type as it is."""
+    args = [arg for arg in typing.get_args(hint) if arg is not type(None)]
+    if typing.get_origin(hint) in (typing.Union, UnionType) and len(args) == 1:
+        return args[0]
+    return hint
+
+
+def check_set_key(dotted: str) -> None:
+    """Refuse a `--set` key that Trinity-RFT's config has no place for, naming the nearest keys it has there.
+
+    The key is followed through Trinity's config classes field by field (a number picks an item of a
+    list of them). Below a field of another type (a mapping such as trainer.trainer_config, a number)
+    any key is left to whoever reads that value.
+    """
+    from trinity.common.config import Config
+
+    node, path = Config, []
+    for part in dotted.split("."):
+        node = _config_class(node)
+        if typing.get_origin(node) is list and part.isdigit():
+            (node,) = typing.get_args(node)
+        elif dataclasses.is_dataclass(node):
+            names = [field.name for field in dataclasses.fields(node)]
+            if part not in names:
+                nearest = [".".join([*path, name]) for name in difflib.get_close_matches(part, names)]
+                raise InputError(f"--set {dotted}: Trinity-RFT's config has no key {'.'.join([*path, part])}"
+                                 + (f" (nearest: {', '.join(nearest)})" if nearest else ""))
+            node = typing.get_type_hints(node)[part]
+        else:
+            return
+        path.append(part)
+
+
+def key_in(source: str, dotted: str) -> str:
+    """How a message names a key of a config file ("--config F: a.b") or of --set ("--set a.b")."""
+    return f"{source} {dotted}" if source == "--set" else f"{source}: {dotted}"
+
+
+def check_sections(config: dict, source: str) -> None:
+    """Refuse a value where Trinity-RFT's config has a section (a mapping of settings), a list of sections or a
+    list, but which is none of these, naming its key and `source` (a file, or "--set"): the launcher reads those
+    before Trinity does.
+
+    A field that may be None (`Optional[...]`) may be null; keys Trinity has no field for are left to its loader.
+    """
+    from trinity.common.config import Config
+
+    def walk(value, hint, path: list[str]) -> None:
+        node, optional = _config_class(hint), _config_class(hint) is not hint
+        if value is None and optional:
+            return
+        where = key_in(source, ".".join(path))
+        if typing.get_origin(node) is list:
+            if not isinstance(value, list):
+                raise InputError(f"{where}: expected a list, got {value!r}")
+            (item,) = typing.get_args(node) or (None,)
+            if dataclasses.is_dataclass(_config_class(item)):
+                for index, entry in enumerate(value):
+                    walk(entry, item, [*path, str(index)])
+        elif dataclasses.is_dataclass(node):
+            if not isinstance(value, dict):
+                raise InputError(f"{where}: expected a mapping of settings, got {value!r}")
+            fields = typing.get_type_hints(node)
+            for key, entry in value.items():
+                if key in fields:
+                    walk(entry, fields[key], [*path, str(key)])
+
+    fields = typing.get_type_hints(Config)
+    for key, value in config.items():
+        if key in fields:
+            walk(value, fields[key], [str(key)])
+
+
+# Counts Trinity-RFT 0.6.0's checker lets through below their least sensible value (0 where Trinity reads it as
+# "work it out"): a batch of -4 maps would pass a dry run and fail on the GPU.
+LEAST = {"buffer.batch_size": 1, "buffer.train_batch_size": 0, "buffer.total_epochs": 1, "buffer.total_steps": 1,
+         "algorithm.repeat_times": 1, "explorer.runner_per_model": 1, "model.max_model_len": 1,
+         "model.max_response_tokens": 1, "trainer.max_token_len_per_gpu": 1, "trainer.total_steps": 1,
+         "trainer.save_interval": 0, "synchronizer.sync_interval": 1}
+
+
+def check_counts(config: dict, source: str) -> None:
+    """Refuse a count of LEAST below its least value, naming its key and `source` (a file, or "--set")."""
+    for dotted, least in LEAST.items():
+        value = config
+        for part in dotted.split("."):
+            value = value.get(part) if isinstance(value, dict) else None
+        if isinstance(value, int) and not isinstance(value, bool) and value < least:
+            raise InputError(f"{key_in(source, dotted)}: expected {least} or more, got {value}")
