@@ -40,6 +40,7 @@ from pathlib import Path
 import numpy as np
 
 from rftkit.cli import ArgumentParser, at_least
+from rftkit.files import check_writable
 from rftkit.inputs import reports_input_errors
 
 # the curves' names -> the math example's task selectors, whose configs are simulated
@@ -228,6 +229,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.features != list(FEATURES) and not args.data:
         parser.error("--features: names columns of --data, give --data too")
+    if args.out.suffix != ".png":
+        parser.error(f"--out {args.out}: expected a name ending in .png")
+    check_writable(args.out.parent, "--out")  # before the simulation, which takes minutes
 
     if args.data:
         weak, strong, latent = measured_tasks(args.data, args.features)

@@ -39,7 +39,7 @@ from runkit.commands import evaluate_command, launch_command
 from runkit.runs import job_dir, last_checkpoint
 from runkit.serving import engine_flags, model_folder, vllm_server
 from runkit.steps import log, run_step
-from runkit.training_flags import check_model_and_length
+from runkit.training_flags import check_model_and_length, require_cuda
 
 from rftkit.example import REPO  # the checkout's root
 
@@ -116,6 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.model is None:
         parser.error("model: required unless --report-only")
     check_model_and_length(parser, args)
+    require_cuda("serving and training the model")
     out = args.out.resolve()
     check_writable(out, "--out")
     out.mkdir(parents=True, exist_ok=True)

@@ -25,14 +25,15 @@ import re
 import sys
 from pathlib import Path
 
-from rftkit.inputs.model_path import check_model
+from math_bots.example import MATH
 from rftkit.cli import ArgumentParser, at_least
 from rftkit.files import check_writable
 from rftkit.inputs import reports_input_errors
-from math_bots.example import MATH
+from rftkit.inputs.model_path import check_model
 from runkit.commands import evaluate_command
 from runkit.serving import engine_flags, model_folder, vllm_server
 from runkit.steps import log, run_step
+from runkit.training_flags import require_cuda
 
 from rftkit.example import REPO  # the checkout's root
 
@@ -66,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     if not (args.data / f"{args.split}.parquet").is_file():
         parser.error(f"--data {args.data}: no {args.split}.parquet "
                      f"(scripts/prepare_math_data.py --source gsm-symbolic)")
+    require_cuda("serving the models")
     out = args.out.resolve()
     check_writable(out, "--out")
     out.mkdir(parents=True, exist_ok=True)

@@ -28,13 +28,14 @@ from pathlib import Path
 
 from experiments.startup import ENV_KEY, launch_env
 from frozenlake.example import FROZENLAKE
-from rftkit.inputs.model_path import check_model
 from rftkit.cli import ArgumentParser, at_least
 from rftkit.files import atomic_paths
 from rftkit.inputs import InputError, read_json, reports_input_errors
+from rftkit.inputs.model_path import check_model
 from runkit.commands import evaluate_command
 from runkit.serving import engine_flags, model_folder, vllm_server
 from runkit.steps import log, run_step
+from runkit.training_flags import require_cuda
 
 # Smaller than experiments.frozenlake_learning's (25,600 and 2,048): ample for a FrozenLake episode, and
 # what the dated figures were measured with.
@@ -153,6 +154,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.model is None or args.data is None:
             parser.error("model, --data: required unless --report-only")
         check_model(args.model, "model", gguf=True)
+        require_cuda("serving the model")
         if not (args.data / "test.parquet").is_file():
             parser.error(f"--data {args.data}: no test.parquet there (scripts/get_frozenlake_data.py makes it)")
         out = args.out.resolve()

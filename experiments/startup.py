@@ -34,14 +34,16 @@ from pathlib import Path
 
 from frozenlake.example import FROZENLAKE
 from rftkit import startup
-from rftkit.inputs.model_path import check_model
 from rftkit.cli import ArgumentParser, above
-from rftkit.files import atomic_paths
+from rftkit.files import atomic_paths, check_writable
 from rftkit.inputs import reports_input_errors
+from rftkit.inputs.config_keys import check_set_key
+from rftkit.inputs.model_path import check_model
 from runkit.commands import launch_command
 from runkit.runs import job_dir
 from runkit.serving import model_folder
 from runkit.steps import log, run_step
+from runkit.training_flags import require_cuda
 
 # The learning run's sizes (experiments/frozenlake_learning): what start-up is measured for.
 SETTINGS = {"buffer.batch_size": 8, "algorithm.repeat_times": 16,
@@ -156,6 +158,17 @@ def report(out: Path, variants: list[str], group: int) -> str:
     return text
 
 
+def check_config_keys(args: argparse.Namespace) -> None:
+    """Refuse a config key of --set or of a variant that Trinity-RFT's config has no place for, before the first
+    launch: the launcher would find it only when that variant's turn came, minutes in."""
+    for pair in args.set:
+        check_set_key(pair.partition("=")[0])
+    for name, pairs in args.variant:
+        for key in [pair.partition("=")[0] for pair in pairs]:
+            if not ENV_KEY.fullmatch(key):
+                check_set_key(key, f"--variant {name}")
+
+
 @reports_input_errors
 def main(argv: list[str] | None = None) -> int:
     parser = ArgumentParser(prog="python -m experiments.startup", description=__doc__)
@@ -179,7 +192,10 @@ def main(argv: list[str] | None = None) -> int:
         check_model(args.model, "model", gguf=True)
         if not (args.data / "train.parquet").is_file():
             parser.error(f"--data {args.data}: no train.parquet there (scripts/get_frozenlake_data.py makes it)")
+        check_config_keys(args)
+        require_cuda("training the model")
         out = args.out.resolve()
+        check_writable(out, "--out")
         model = model_folder(args.model, out / "model")
         for name, pairs in args.variant:
             env, settings = launch_env(out / name, pairs)

@@ -52,6 +52,7 @@ from runkit.examples import EXAMPLES
 from runkit.runs import job_dir
 from runkit.sample_data import make_data, sample_data  # the smoke's data
 from runkit.steps import run_step
+from runkit.training_flags import require_cuda
 
 # Scalars Trinity writes each step (seen in the GPU smoke's tensorboard logs).
 STEP_TIMES = {
@@ -191,8 +192,11 @@ def report(example: str, run_dir: Path, launched_at: str, settings: list[str], e
         started = datetime.datetime.fromisoformat(launched_at).replace(tzinfo=datetime.timezone.utc)
     except ValueError:
         raise InputError(f"--launched-at {launched_at!r}: expected a time like 2026-12-01 06:07:34 (UTC)") from None
-    return {"example": example, "report of": str(run_dir), "settings": settings,
-            **summarize(run_dir, started.timestamp(), estimate_steps, train_batch(example, settings))}
+    summary = summarize(run_dir, started.timestamp(), estimate_steps, train_batch(example, settings))
+    if not summary["explore steps"] and not summary["trainer steps"]:
+        raise InputError(f"--report-only {run_dir}: its event files hold no steps (empty, cut short or not "
+                         f"tensorboard's)")
+    return {"example": example, "report of": str(run_dir), "settings": settings, **summary}
 
 
 @reports_input_errors
@@ -228,10 +232,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(result, indent=2))
         return 0
 
-    import torch
-
-    if not torch.cuda.is_available():
-        raise InputError("the step-cost run needs a CUDA GPU; this machine has none")
+    require_cuda("the step-cost run")
     from runkit.tiny_model import build_random_model
 
     out.mkdir(parents=True, exist_ok=True)

@@ -27,6 +27,11 @@ DEFAULT_DIR = "data/frozenlake"
 MAP_MAX_SIZE, TRAIN_SIZE, TEST_SIZE, SEED = 6, 10000, 100, 42
 # What every task row must hold, as `rftkit.inputs` kinds: its map is generate_map(size, p, seed).
 TASK_COLUMNS = {"seed": "integer", "size": "integer", "p": "number"}
+# The map is in the prompt of each of an episode's moves: AGENT_MAX_STEPS renderings of a side of 32 (1,024
+# tiles each) and their replies stay inside the configs' 25,600-token context, where a much larger side would not.
+MAX_MAP_SIZE = 32
+# generate_map's bounds (numpy's generator takes seeds of 0 or more), and the side above.
+TASK_RANGES = {"seed": (0, None), "size": (2, MAX_MAP_SIZE), "p": (0.0, 1.0)}
 
 SCHEMA = pa.schema([
     ("seed", pa.int64()),
@@ -46,8 +51,9 @@ MAX_DRAWS_PER_ROW = 1000
 
 def check_settings(map_max_size: int, train_size: int, test_size: int, env_max_steps: int) -> None:
     """Raise ValueError naming the flag for any setting that cannot produce a dataset."""
-    if map_max_size < 2:
-        raise ValueError(f"--map_max_size: must be at least 2 (a map needs S and G), got {map_max_size}")
+    if not 2 <= map_max_size <= MAX_MAP_SIZE:
+        raise ValueError(f"--map_max_size: must be 2 (a map needs S and G) to {MAX_MAP_SIZE} (the map must fit "
+                         f"the prompt of each move), got {map_max_size}")
     if train_size < 1:
         raise ValueError(f"--train_size: must be at least 1, got {train_size}")
     if test_size < 1:

@@ -46,6 +46,7 @@ DEFAULT_GSM_SYMBOLIC_DIR = "data/math_bots/gsm_symbolic"  # its train.parquet an
 # What the conversion reads of a guru row, and what every converted task row holds, as `rftkit.inputs` kinds.
 GURU_COLUMNS = {"prompt": "list", "reward_model": "struct", **dict.fromkeys(PASS_RATE_COLUMNS, "number")}
 TASK_COLUMNS = {"question": "string", "answer": "string"}
+TASK_RANGES: dict[str, tuple] = {}  # text only (the pass-rate features are checked where BOTS reads them)
 
 
 def ground_truth(answer) -> str:

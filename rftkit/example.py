@@ -50,6 +50,7 @@ class Example:
     workflow_path: str  # "module:function", the workflow_func; Ray workers import it by its module path
     judge_path: str | None  # "module:function", the judge_func
     task_columns: dict[str, str]  # the columns every task split needs (rftkit.inputs)
+    task_ranges: dict[str, tuple]  # the bounds of their values: name -> (least, most), None for no bound
     data: dict[str, str]  # role ("train", "eval") -> default folder
     data_flags: dict[str, str]  # role -> main.py's flag for that folder (one flag may serve both)
     data_remedy: str  # ends every data error: how to make good data
@@ -81,8 +82,9 @@ class Example:
         return importlib.import_module(self.report_module)
 
     def check_data(self, config: dict) -> None:
-        """Refuse the task splits a resolved launch config names unless they exist and hold this example's columns."""
-        check_task_splits(config, self.task_columns, self.data_remedy, self.data_flags)
+        """Refuse the task splits a resolved launch config names unless they exist and hold this example's columns,
+        with values in their ranges."""
+        check_task_splits(config, self.task_columns, self.data_remedy, self.data_flags, self.task_ranges)
 
     def config_path(self, selector: str | None = None) -> Path:
         return REPO / self.configs[selector or self.default_selector]

@@ -1,10 +1,11 @@
-"""The checks of the flags that every experiment training a real model takes (MODEL, --steps, --minutes),
-made before anything starts, so that a bad call fails in a second, not after a model conversion."""
+"""The checks every experiment on a real model makes before anything starts: the flags of those that train
+(MODEL, --steps, --minutes), and a CUDA GPU, so that a bad call fails in seconds, not after a model conversion."""
 
 from __future__ import annotations
 
 import argparse
 
+from rftkit.inputs import InputError
 from rftkit.inputs.model_path import check_model
 
 
@@ -14,3 +15,12 @@ def check_model_and_length(parser: argparse.ArgumentParser, args: argparse.Names
     if args.steps is None and args.minutes is None:
         parser.error("--steps, --minutes: give one, or both")
     check_model(args.model, "model", gguf=True)
+
+
+def require_cuda(what: str) -> None:
+    """Refuse to go on where torch sees no CUDA GPU: `what` (vLLM, the trainer) would fail there after the
+    model's conversion and a server's start."""
+    import torch
+
+    if not torch.cuda.is_available():
+        raise InputError(f"{what} needs a CUDA GPU; this machine has none (docs/gpu.md)")

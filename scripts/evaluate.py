@@ -191,7 +191,8 @@ def main(argv: list[str] | None = None) -> int:
     check_writable(args.out, "--out")  # before the episodes, which may take hours
     split_file = args.data / f"{args.split}.parquet"
     example = EXAMPLES[args.task]
-    tasks = open_split(split_file, example.task_columns, "--data", complete=True).read().to_pylist()[: args.limit]
+    split = open_split(split_file, example.task_columns, "--data", complete=True, ranges=example.task_ranges)
+    tasks = split.read().to_pylist()[: args.limit]
     model_label = args.model_name if args.model == "openai" else args.model
     play = example.report().play
     identity: dict = {}

@@ -147,6 +147,7 @@ def test_the_gpu_script_writes_one_column_per_model_through_a_server_that_acts_o
             yield server.url + "/v1"
 
     monkeypatch.setattr(script, "vllm_server", fixture_server)
+    monkeypatch.setattr(script, "require_cuda", lambda what: None)  # the fixtures stand in for the GPU
     monkeypatch.chdir(REPO)  # the script's steps run the repo's scripts by relative path
     assert script.main([f"smollm2={models['weak']}", f"qwen={models['strong']}", "--data", str(split),
                         "--out", str(tmp_path / "out"), "--repeats", "2"]) == 0

@@ -129,6 +129,26 @@ CASES = [
      lambda t: splits(t / "d", FROZENLAKE, {"seed": [1, None], "size": [3, 3], "p": [0.8, 0.8]}),
      [*FROZENLAKE_MAIN, "--data-dir", "{tmp}/d"],
      "error: {tmp}/d/test.parquet: column 'seed' is empty (null) in row 1; every task needs a value"),
+    ("train-split-map-too-large",
+     lambda t: splits(t / "d", {"seed": [1, 2, 3], "size": [3, 100000, 64], "p": [0.8, 0.8, 0.8]}),
+     [*FROZENLAKE_MAIN, "--data-dir", "{tmp}/d"],
+     "error: {tmp}/d/train.parquet: column 'size' is 100000 in row 1 and outside its range in 1 more rows; "
+     "expected 2 to 32; regenerate it"),
+    ("test-split-p-not-a-probability", lambda t: splits(t / "d", FROZENLAKE, {**FROZENLAKE, "p": [float("nan")]}),
+     [*FROZENLAKE_MAIN, "--data-dir", "{tmp}/d"],
+     "error: {tmp}/d/test.parquet: column 'p' is nan in row 0; expected 0.0 to 1.0"),
+    ("evaluate-seed-negative", lambda t: splits(t / "d", FROZENLAKE, {**FROZENLAKE, "seed": [-3]}),
+     [*EVALUATE, "--data", "{tmp}/d"],
+     "error: --data {tmp}/d/test.parquet: column 'seed' is -3 in row 0; expected 0 or more"),
+    ("math-bots-with-one-feature", nothing,
+     [*MATH_MAIN, "--set", "buffer.explorer_input.taskset.data_selector.feature_keys=[qwen3_30b_pass_rate]"],
+     "error: buffer.explorer_input.taskset.data_selector.feature_keys: difficulty_based_resumable (BOTS) reads two "
+     "pass-rate columns, the weaker reference's first; got ['qwen3_30b_pass_rate']"),
+    ("math-pass-rates-in-percent",  # BOTS reads them as chances, 0 to 1
+     lambda t: parquet(t / "train" / "train.parquet",
+                       {**MATH, "qwen2.5_7b_pass_rate": [50.0], "qwen3_30b_pass_rate": [0.9]}),
+     [*MATH_MAIN, "--train-dir", "{tmp}/train"],
+     "error: {tmp}/train/train.parquet: column 'qwen2.5_7b_pass_rate' is 50.0 in row 0; expected 0.0 to 1.0"),
     ("test-split-empty", lambda t: splits(t / "d", FROZENLAKE, no_rows(FROZENLAKE)),
      [*FROZENLAKE_MAIN, "--data-dir", "{tmp}/d"], "error: {tmp}/d/test.parquet: no rows"),
     ("train-split-without-selector-features", lambda t: splits(t / "d", FROZENLAKE),
@@ -150,6 +170,10 @@ CASES = [
     ("frozenlake-data-dir-under-a-file", lambda t: text(t / "file"),
      ["scripts/get_frozenlake_data.py", "--local_dir", "{tmp}/file/fl"],
      "error: --local_dir {tmp}/file/fl: cannot write there, {tmp}/file is not a folder"),
+    ("frozenlake-maps-too-large", nothing, ["scripts/get_frozenlake_data.py", "--map_max_size", "100000",
+                                            "--local_dir", "{tmp}/new"],
+     "error: --map_max_size: must be 2 (a map needs S and G) to 32 (the map must fit the prompt of each move), "
+     "got 100000"),
     ("math-input-not-parquet", lambda t: text(t / "guru.parquet"),
      [*PREPARE_MATH, "--input", "{tmp}/guru.parquet"], "error: --input {tmp}/guru.parquet: not a parquet file ("),
     ("math-input-prompt-not-a-list", lambda t: parquet(t / "guru.parquet", {**GURU, "prompt": ["What?"]}),
@@ -302,3 +326,44 @@ def test_a_bad_argument_is_one_line_without_the_usage(tmp_path, command, line):
                             capture_output=True, text=True, timeout=120)
     assert (result.returncode, result.stderr) == (2, line + "\n")
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("module,flags", [
+    ("experiments.frozenlake_learning", ["--minutes", "1", "--data", "{tmp}/fl"]),
+    ("experiments.bots_comparison", ["--selector", "random", "--minutes", "1", "--data", "{tmp}/math"]),
+    ("experiments.serve_startup", ["--data", "{tmp}/fl", "--variant", "default"]),
+    ("experiments.startup", ["--data", "{tmp}/fl", "--variant", "default"]),
+], ids=["frozenlake-learning", "bots-comparison", "serve-startup", "startup"])
+def test_an_experiment_on_a_machine_without_a_gpu_stops_before_its_first_step(tmp_path, module, flags):
+    """Where torch sees no GPU, an experiment that serves or trains a model says so before it converts the model,
+    makes data or starts a server, and leaves --out unmade."""
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    from conftest import config_only_model
+
+    splits(tmp_path / "fl", FROZENLAKE)
+    splits(tmp_path / "math", MATH, MATH)
+    model = config_only_model(tmp_path / "model")
+    before = snapshot(tmp_path)
+    result = launches.run([sys.executable, "-m", module, str(model), "--out", str(tmp_path / "out"),
+                           *[flag.format(tmp=tmp_path) for flag in flags]], cwd=REPO, timeout=120)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert result.stderr.strip().splitlines()[-1].endswith("needs a CUDA GPU; this machine has none (docs/gpu.md)")
+    assert snapshot(tmp_path) == before
+
+
+def test_a_startup_variant_with_a_key_trinity_lacks_is_refused_before_the_first_launch(tmp_path):
+    from conftest import config_only_model
+
+    splits(tmp_path / "fl", FROZENLAKE)
+    model = config_only_model(tmp_path / "model")
+    result = launches.run([sys.executable, "-m", "experiments.startup", str(model), "--out", str(tmp_path / "out"),
+                           "--data", str(tmp_path / "fl"), "--variant", "default",
+                           "--variant", "lean=RFTKIT_LEAN_ENGINE=1,explorer.runner_per_modle=4"], cwd=REPO, timeout=120)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert result.stderr.strip().splitlines()[-1] == (
+        "error: --variant lean: Trinity-RFT's config has no key explorer.runner_per_modle "
+        "(nearest: explorer.runner_per_model, explorer.runner_num)")
+    assert not (tmp_path / "out").exists()

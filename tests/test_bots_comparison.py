@@ -316,6 +316,7 @@ def test_the_whole_script_runs_both_selectors_with_a_fixture_server_and_recorded
 
     monkeypatch.setattr(comparison, "vllm_server", fixture_server)
     monkeypatch.setattr(comparison, "run_step", recorded_run)
+    monkeypatch.setattr(comparison, "require_cuda", lambda what: None)  # the fixtures stand in for the GPU
     monkeypatch.chdir(REPO)  # the evaluation runs scripts/evaluate.py by its path in the repo
     out = tmp_path / "bots"
     for selector in ("random", "difficulty"):

@@ -194,6 +194,7 @@ def test_the_whole_script_runs_with_a_fixture_server_and_a_recorded_run(tmp_path
 
     monkeypatch.setattr(learning, "vllm_server", fixture_server)
     monkeypatch.setattr(learning, "run_step", recorded_run)
+    monkeypatch.setattr(learning, "require_cuda", lambda what: None)  # the fixtures stand in for the GPU
     out = tmp_path / "out"
     assert learning.main([str(model), "--out", str(out), "--data", str(tmp_path / "data"), "--minutes", "0.5",
                           "--repeats", "1"]) == 0
@@ -228,6 +229,7 @@ def test_a_training_that_fails_still_leaves_its_curves_and_stops_the_script_with
         raise SystemExit("error: exit code 1; the end of train.log:\ntorch.OutOfMemoryError: CUDA out of memory.")
 
     monkeypatch.setattr(learning, "run_step", failing_launch)
+    monkeypatch.setattr(learning, "require_cuda", lambda what: None)  # the recorded run stands in for the GPU
     config_only_model(tmp_path / "model")
     with pytest.raises(SystemExit, match="OutOfMemoryError"):
         learning.main([str(tmp_path / "model"), "--out", str(tmp_path / "out"), "--data", str(frozenlake_data),

@@ -44,6 +44,7 @@ def test_the_variants_get_their_caches_flags_and_figures(tmp_path, monkeypatch):
 
     monkeypatch.setattr(bench, "vllm_server", fixture_server)
     monkeypatch.setattr(bench, "run_step", recorded_evaluation)
+    monkeypatch.setattr(bench, "require_cuda", lambda what: None)  # the fixtures stand in for the GPU
     monkeypatch.setattr(bench, "engine_flags", lambda config, model: ["--enable-auto-tool-choice"])
     out = tmp_path / "out"
     warm = f"VLLM_CACHE_ROOT={out}/cold/cache/vllm"

@@ -165,3 +165,9 @@ def test_report_only_summarises_a_fetched_run_folder_and_names_what_is_wrong(tmp
         step_cost.main(["frozenlake", "--out", str(out), "--report-only", str(run), "--launched-at", "yesterday"])
     with pytest.raises(SystemExit, match=f"--report-only {tmp_path}: no monitor/tensorboard"):
         step_cost.main(["frozenlake", "--out", str(out), "--report-only", str(tmp_path), "--launched-at", "2026-12-01"])
+    corrupt = tmp_path / "corrupt" / "monitor" / "tensorboard" / "trainer"
+    corrupt.mkdir(parents=True)
+    (corrupt / "events.out.tfevents.1.host").write_bytes(b"cut short")
+    with pytest.raises(SystemExit, match="its event files hold no steps"):
+        step_cost.main(["frozenlake", "--out", str(out), "--report-only", str(tmp_path / "corrupt"),
+                        "--launched-at", "2026-12-01"])

@@ -15,7 +15,7 @@ from runkit.commands import evaluate_command, launch_command
 from runkit.runs import last_checkpoint
 from runkit.serving import engine_flags, model_folder, thinks, vllm_server
 from runkit.steps import log, run_step
-from runkit.training_flags import check_model_and_length
+from runkit.training_flags import check_model_and_length, require_cuda
 
 from rftkit.example import REPO  # the checkout's root
 
@@ -103,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     for split in ("train", "test"):
         if not (data / f"{split}.parquet").is_file():
             parser.error(f"--data {data}: no {split}.parquet (scripts/prepare_math_data.py --source gsm-symbolic)")
+    require_cuda("serving and training the model")
     check_writable(out, "--out")
     out.mkdir(parents=True, exist_ok=True)
     started = time.time()

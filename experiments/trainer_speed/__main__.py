@@ -20,10 +20,11 @@ from experiments.trainer_speed.settings import (DEFAULT_SETTINGS, MORE_SETTINGS,
                                                 unfused_budget)
 from experiments.trainer_speed.worker import run_setting, setup_worker_process
 from rftkit.cli import ArgumentParser, above, at_least
-from rftkit.inputs import InputError, reports_input_errors
+from rftkit.inputs import reports_input_errors
 from rftkit.example import REPO
 from runkit.examples import EXAMPLES
 from runkit.steps import run_step
+from runkit.training_flags import require_cuda
 
 
 def child(args: list[str], log: Path, timeout: float) -> dict:
@@ -98,8 +99,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    if not torch.cuda.is_available():
-        raise InputError("the trainer benchmark needs a CUDA GPU; this machine has none")
+    require_cuda("the trainer benchmark")
     from runkit.tiny_model import build_random_model
 
     out = args.out.resolve()

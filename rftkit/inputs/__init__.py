@@ -20,6 +20,8 @@ from typing import Any, Callable
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from rftkit.trinity_plugins import digest
+
 
 class InputError(SystemExit):
     """Input that cannot be used. `str()` is the message; the exit status is 2.
@@ -93,9 +95,10 @@ def check_columns(schema: pa.Schema, columns: dict[str, str], where: str) -> Non
 
 
 def open_split(path: str | Path, columns: dict[str, str], flag: str | None = None,
-               complete: bool = False) -> pq.ParquetFile:
-    """The parquet file at `path` (given by `flag`, if any), checked to have `columns` and at least one row, and
-    with `complete` (tasks), a value in each of those columns in every row.
+               complete: bool = False, ranges: dict[str, tuple] | None = None) -> pq.ParquetFile:
+    """The parquet file at `path` (given by `flag`, if any), checked to have `columns` and at least one row, with
+    `complete` (tasks) a value in each of those columns in every row, and each column of `ranges` (name: (least,
+    most), None for no bound) within its bounds.
 
     Only the footer is read here; the caller reads the rows it needs.
     """
@@ -116,7 +119,22 @@ def open_split(path: str | Path, columns: dict[str, str], flag: str | None = Non
             rows = [i for i, value in enumerate(parquet.read(columns=[name]).column(name).to_pylist()) if value is None]
             raise InputError(f"{where}: column {name!r} is empty (null) in row {rows[0]}"
                              + (f" and {len(rows) - 1} more" if len(rows) > 1 else "") + "; every task needs a value")
+    for name, (least, most) in (ranges or {}).items():
+        check_range(parquet.read(columns=[name]).column(name).to_pylist(), name, least, most, where)
     return parquet
+
+
+def check_range(values: list, name: str, least, most, where: str) -> None:
+    """Refuse a column whose values fall outside [least, most] (None: no bound; NaN is outside any), naming
+    the first row that does and its value."""
+    outside = [i for i, value in enumerate(values) if value is not None and not (
+        (least is None or value >= least) and (most is None or value <= most))]
+    if outside:
+        bounds = f"{least} to {most}" if None not in (least, most) else \
+            f"{least} or more" if most is None else f"{most} or less"
+        raise InputError(f"{where}: column {name!r} is {values[outside[0]]!r} in row {outside[0]}"
+                         + (f" and outside its range in {len(outside) - 1} more rows" if len(outside) > 1 else "")
+                         + f"; expected {bounds}")
 
 
 def null_count(parquet: pq.ParquetFile, name: str) -> int:
@@ -131,6 +149,9 @@ def null_count(parquet: pq.ParquetFile, name: str) -> int:
 
 
 TRAIN_TASKSET = "buffer.explorer_input.taskset"
+# Trinity-RFT's difficulty-based selector and this project's resumable one: exactly two features, which Trinity
+# checks only when its explorer builds the selector, minutes into a run.
+BOTS_SELECTORS = ("difficulty_based", digest.NAME)
 PASS_RATE_SUFFIX = "_pass_rate"  # how the reference columns that BOTS reads are named
 
 
@@ -159,13 +180,14 @@ def tasksets(config: dict, config_file: str = "the config") -> list[tuple[dict, 
     return found
 
 
-def check_task_splits(config: dict, columns: dict[str, str], remedy: str, flags: dict[str, str] | None = None) -> None:
-    """Refuse the task splits a resolved launch config names unless each exists and has `columns` and rows.
+def check_task_splits(config: dict, columns: dict[str, str], remedy: str, flags: dict[str, str] | None = None,
+                      ranges: dict[str, tuple] | None = None) -> None:
+    """Refuse the task splits a resolved launch config names unless each exists and has `columns`, rows, and
+    values within `ranges` (open_split's).
 
-    A taskset reads `<path>/<split>.parquet`, and its selector's feature keys
-    must be number columns there too. `flags` (role "train" or "eval" -> the
-    flag that sets its folder) and `remedy` (how to make good data) end every
-    message, so that it says how to fix the input.
+    A taskset reads `<path>/<split>.parquet`, and its selector's feature keys must be number columns there too,
+    from 0 to 1 (BOTS reads them as pass rates). `flags` (role "train" or "eval" -> the flag that sets its folder)
+    and `remedy` (how to make good data) end every message, so that it says how to fix the input.
     """
     flags = flags or {}
     for taskset, key in tasksets(config):
@@ -180,9 +202,14 @@ def check_task_splits(config: dict, columns: dict[str, str], remedy: str, flags:
         if not path.exists():
             raise InputError(f"{path}: no such file ({how}); {remedy}")
         selector_name = "data_selector" if taskset.get("data_selector") else "task_selector"  # Trinity reads both
-        features = (taskset.get(selector_name) or {}).get("feature_keys") or []
+        selector = taskset.get(selector_name) or {}
+        features = selector.get("feature_keys") or []
+        if selector.get("selector_type") in BOTS_SELECTORS and len(features) != 2:
+            raise InputError(f"{key}.{selector_name}.feature_keys: {selector.get('selector_type')} (BOTS) reads two "
+                             f"pass-rate columns, the weaker reference's first; got {features}")
         try:
-            open_split(path, {**columns, **dict.fromkeys(features, "number")}, complete=True)
+            open_split(path, {**columns, **dict.fromkeys(features, "number")}, complete=True,
+                       ranges={**(ranges or {}), **dict.fromkeys(features, (0.0, 1.0))})
         except InputError as exc:
             rates = other_pass_rates(path, features)
             if rates:

@@ -23,8 +23,9 @@ def _config_class(hint):
     return hint
 
 
-def check_set_key(dotted: str) -> None:
-    """Refuse a `--set` key that Trinity-RFT's config has no place for, naming the nearest keys it has there.
+def check_set_key(dotted: str, where: str | None = None) -> None:
+    """Refuse a `--set` key that Trinity-RFT's config has no place for, naming the nearest keys it has there
+    (the message starts with `where`, by default "--set <key>").
 
     The key is followed through Trinity's config classes field by field (a number picks an item of a
     list of them). Below a field of another type (a mapping such as trainer.trainer_config, a number)
@@ -41,7 +42,8 @@ def check_set_key(dotted: str) -> None:
             names = [field.name for field in dataclasses.fields(node)]
             if part not in names:
                 nearest = [".".join([*path, name]) for name in difflib.get_close_matches(part, names)]
-                raise InputError(f"--set {dotted}: Trinity-RFT's config has no key {'.'.join([*path, part])}"
+                missing = ".".join([*path, part])
+                raise InputError(f"{where or f'--set {dotted}'}: Trinity-RFT's config has no key {missing}"
                                  + (f" (nearest: {', '.join(nearest)})" if nearest else ""))
             node = typing.get_type_hints(node)[part]
         else:
