@@ -32,18 +32,22 @@ def hf_from_gguf(gguf: Path, out_dir: Path) -> Path:
     with gguf_parsed_once():
         tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
         loaded = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.bfloat16)
-    # transformers dequantizes the GGUF but then refuses to save a "gguf-quantized" model:
-    # copy the (already dequantized) weights into a plain model of the same config.
-    config = loaded.config
-    if hasattr(config, "quantization_config"):
-        del config.quantization_config
-    model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
-    model.load_state_dict(loaded.state_dict())
+    # transformers dequantizes the GGUF's weights but keeps the model marked as gguf-quantized, which it refuses
+    # to save: unmarked, the model saves as the plain bf16 one it is (a copy into a fresh model saves the same
+    # bytes, seconds later: benchmarks/gguf_conversion.py).
+    unmark_quantized(loaded)
     tmp = out_dir.with_name(out_dir.name + ".partial")
     tokenizer.save_pretrained(tmp)
-    model.save_pretrained(tmp)
+    loaded.save_pretrained(tmp)
     tmp.rename(out_dir)  # only a complete folder gets the final name
     return out_dir
+
+
+def unmark_quantized(model) -> None:
+    """Drop the gguf quantizer and quantization config transformers leaves on a model it loaded from a GGUF file."""
+    model.hf_quantizer = None  # what save_pretrained checks (transformers 5.24)
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
 
 
 @contextlib.contextmanager

@@ -27,6 +27,7 @@ def test_a_gguf_becomes_an_hf_model_that_transformers_loads_and_chats_with(tmp_p
     tokenizer = AutoTokenizer.from_pretrained(folder)
     model = AutoModelForCausalLM.from_pretrained(folder)
     assert model.dtype == torch.bfloat16 and not (tmp_path / "model.partial").exists()
+    assert "quantization_config" not in json.loads((folder / "config.json").read_text())  # vLLM loads it plain
     prompt = tokenizer.apply_chat_template([{"role": "user", "content": "Hi"}], tokenize=False,
                                            add_generation_prompt=True)
     assert "Hi" in prompt and prompt != "Hi"
