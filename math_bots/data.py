@@ -22,6 +22,7 @@ test split by `split_gsm_symbolic`, in the same GSM8K format.
 from __future__ import annotations
 
 import shutil
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -129,10 +130,14 @@ def read_table(path: str | Path, flag: str | None = None) -> pa.Table:
         blank = not any(chunk.strip() for chunk in iter(lambda: file.read(1 << 16), b""))  # up to the first text
     if blank:
         raise InputError(f"{label(path, flag)}: no rows")
-    try:
-        table = datasets.load_dataset("json", data_files=str(path), split="train").data.table
-    except datasets.exceptions.DatasetGenerationError as exc:  # its own message is generic; the cause says why
-        raise InputError(f"{label(path, flag)}: not a JSON file ({exc.__cause__ or exc})") from None
+    # datasets keeps an Arrow copy of every file it reads in the user's cache, a file that fails included: a
+    # cache of its own, gone after the read, leaves nothing behind (the rows are kept in memory).
+    with tempfile.TemporaryDirectory(prefix="read_table-") as cache:
+        try:
+            table = datasets.load_dataset("json", data_files=str(path), split="train", cache_dir=cache,
+                                          keep_in_memory=True).data.table
+        except datasets.exceptions.DatasetGenerationError as exc:  # its own message is generic; the cause says why
+            raise InputError(f"{label(path, flag)}: not a JSON file ({exc.__cause__ or exc})") from None
     if table.num_rows == 0:
         raise InputError(f"{label(path, flag)}: no rows")
     return table

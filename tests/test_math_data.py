@@ -1,6 +1,7 @@
 """guru-RL-92k to GSM8K-format conversion, on a guru-shaped parquet written here."""
 
 import subprocess
+import tempfile
 import sys
 from pathlib import Path
 
@@ -125,3 +126,21 @@ def test_script_offline_with_input_writes_train_and_warns_about_aime(guru_parque
     assert pq.read_table(tmp_path / "train" / "train.parquet").num_rows == len(GOOD)
     assert "AIME-24 eval split not written" in result.stderr and "--aime_input" in result.stderr
     assert not (tmp_path / "aime24").exists()
+
+
+def test_a_json_lines_file_is_read_without_leaving_a_cache_behind(tmp_path, monkeypatch):
+    """datasets' json reader keeps an Arrow copy in the user's cache unless told otherwise, a failed read's too."""
+    import datasets
+
+    from math_bots.data import read_table
+
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "cache")  # where it would write
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "scratch"))
+    (tmp_path / "scratch").mkdir()
+    good, bad = tmp_path / "rows.jsonl", tmp_path / "bad.jsonl"
+    good.write_text('{"problem": "1 + 1?", "answer": "2"}\n{"problem": "2 + 2?", "answer": "4"}\n')
+    bad.write_text('{"problem": "1 + 1?"\nnot json\n')
+    assert read_table(good).to_pydict() == {"problem": ["1 + 1?", "2 + 2?"], "answer": ["2", "4"]}
+    with pytest.raises(InputError, match=f"{bad}: not a JSON file"):
+        read_table(bad)
+    assert not (tmp_path / "cache").exists() and list((tmp_path / "scratch").iterdir()) == []
