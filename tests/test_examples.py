@@ -38,6 +38,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 TASK_COLUMNS = {"word": "string"}
+TASK_RANGES = {}
 DEFAULT_DIR = "data/echo"
 
 
@@ -63,7 +64,8 @@ from rftkit.example import Example, Scale
 
 ECHO = Example(
     name="echo", title="echo", main="echo/main.py", workflow_path="echo.workflow:run_echo", judge_path=None,
-    task_columns=data.TASK_COLUMNS, task_ranges={}, data={"train": data.DEFAULT_DIR, "eval": data.DEFAULT_DIR},
+    task_columns=data.TASK_COLUMNS, task_ranges=data.TASK_RANGES,
+    data={"train": data.DEFAULT_DIR, "eval": data.DEFAULT_DIR},
     data_flags={"train": "--data-dir", "eval": "--data-dir"}, data_remedy="write the words first",
     configs={"random": str(Path(__file__).resolve().parent.parent / "configs" / "echo.yaml")},
     default_selector="random", tags=("rollout/accuracy/mean",), report_module="echo.report",
