@@ -27,8 +27,8 @@ from rftkit import cluster, run_state, startup, supervise
 from rftkit.example import load
 from rftkit.trainer import attention, liger
 from rftkit.inputs import InputError
-from rftkit.overrides import apply_overrides, load_yaml, parse_override, resolve_config, write_yaml
 from rftkit.inputs.config_keys import check_counts, check_sections, check_set_key
+from rftkit.overrides import apply_overrides, load_yaml, parse_override, resolve_config, write_yaml
 from rftkit.trinity_config import no_gpu_banner, summarize, validate
 
 NO_GPU_MESSAGE = """\

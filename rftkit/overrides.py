@@ -21,9 +21,9 @@ from omegaconf._utils import get_yaml_loader  # the YAML loader of OmegaConf.loa
 from omegaconf.errors import OmegaConfBaseException
 
 from rftkit import cluster
-from rftkit.inputs.model_path import check_model
 from rftkit.files import atomic_paths, check_writable
 from rftkit.inputs import InputError, get_key, tasksets
+from rftkit.inputs.model_path import check_model
 
 # A model path that absolute() kept as it was and that is not a hub id ("gpt2", "Qwen/Qwen3-0.6B") was meant
 # as a local folder ("models/qwen/final"); one that does not exist is refused before anything starts.
