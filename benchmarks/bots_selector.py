@@ -32,6 +32,8 @@ The last line printed is `effective_ratio bots=X random=Y`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import io
 import shutil
 import tempfile
 import time
@@ -248,7 +250,8 @@ def main() -> None:
         for name in SELECTORS:
             configs[name] = build_config(name, scratch / "data", scratch, args.steps, args.features)
             start = time.perf_counter()
-            curves[name] = asyncio.run(simulate(configs[name], latent, args.steps))
+            with contextlib.redirect_stdout(io.StringIO()):  # the resumable selector prints its cost every step
+                curves[name] = asyncio.run(simulate(configs[name], latent, args.steps))
             print(f"{name:>6}: {args.steps} steps in {time.perf_counter() - start:.1f} s", flush=True)
 
     bots = configs["bots"]

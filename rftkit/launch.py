@@ -129,9 +129,10 @@ def _launch(args, workflow_func, judge_func, data, check_data) -> int:
     if gpus_detected == 0 and not args.dry_run:
         print(NO_GPU_MESSAGE, file=sys.stderr)
         return 2
-    if gpus == 0:  # a dry run on a machine without GPUs
+    planned = ""
+    if gpus == 0:  # a dry run on a machine without GPUs; said with its summary, so that a refusal stays one line
         gpus = cluster.DRY_RUN_GPUS
-        print(f"no GPU detected: planning for {nodes} node(s) x {gpus} GPUs (set --gpus to change)")
+        planned = f"no GPU detected: planning for {nodes} node(s) x {gpus} GPUs (set --gpus to change)\n"
     config = apply_overrides(raw, overrides, data)
     check_sections(config, "--set")  # the file was checked: what is wrong now came with --set
     check_counts(config, "--set")
@@ -152,15 +153,15 @@ def _launch(args, workflow_func, judge_func, data, check_data) -> int:
 
     if args.dry_run:
         with no_gpu_banner():  # a dry run needs no GPU; a training run has one (it refuses at once without)
-            trinity_config = validate(config, workflow_func, judge_func, args.config)
-        print(summarize(trinity_config, attention_reason, liger_reason))
+            trinity_config = validate(config, workflow_func, judge_func, args.config, args.set_values)
+        print(planned + summarize(trinity_config, attention_reason, liger_reason))
         print(f"adapted to this machine: {adapted_lines or 'nothing'}")
         print("dry run: the config is valid; nothing was launched")
         return 0
 
     # The config tune() will build from the file written below: its Ray namespace, log folder and step
     # targets. Validated first, so that a setting Trinity rejects leaves nothing written.
-    trinity_config = validate(config, workflow_func, judge_func, args.config)
+    trinity_config = validate(config, workflow_func, judge_func, args.config, args.set_values)
     problem = attention.not_loadable(config, args.config) or liger.not_loadable(config, args.config)
     if problem:  # a config this machine cannot run: exit 2, before anything starts
         raise InputError(problem)

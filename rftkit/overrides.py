@@ -66,7 +66,7 @@ def parse_override(text: str) -> tuple[str, Any]:
 def set_key(config: dict, dotted: str, value: Any) -> None:
     """Set `config["a"]["b"][0]["c"]` from "a.b.0.c", creating missing mappings (never a list or its items)."""
     *parents, last = dotted.split(".")
-    node = config
+    node, path = config, []
     try:
         for key, child in zip(parents, [*parents[1:], last]):
             if isinstance(node, list):
@@ -75,12 +75,16 @@ def set_key(config: dict, dotted: str, value: Any) -> None:
                 node = node[key]
             else:
                 node = node.setdefault(key, {})
+            path.append(key)
         if isinstance(node, list):
             node[int(last)] = value
         else:
             node[last] = value
-    except (ValueError, IndexError, KeyError, AttributeError, TypeError):
-        raise InputError(f"cannot set {dotted}: the config has no such place") from None
+    except IndexError:
+        raise InputError(f"--set {dotted}: the config's {'.'.join(path)} is a list of {len(node)}, "
+                         f"items 0 to {len(node) - 1}") from None
+    except (ValueError, KeyError, AttributeError, TypeError):
+        raise InputError(f"--set {dotted}: the config has no such place") from None
 
 
 def absolute(path: str, maybe_hub_id: bool = False) -> str:

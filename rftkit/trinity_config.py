@@ -11,11 +11,12 @@ import functools
 import importlib.metadata
 import logging
 import os
+import re
 import sys
 import tempfile
 from pathlib import Path
 from types import ModuleType
-from typing import Callable
+from typing import Any, Callable
 
 from omegaconf.errors import OmegaConfBaseException
 
@@ -155,6 +156,16 @@ def one_line(error: Exception) -> str:
     return " ".join(line.strip() for line in str(error).splitlines() if line.strip())
 
 
+def source_of(message: str, set_values: list[tuple[str, Any]]) -> str | None:
+    """The `--set KEY=VALUE` a message of Trinity's is about: the last one whose key the message starts with, or
+    whose text value it quotes as a word (Trinity names an unknown registry entry by its value); else None."""
+    for key, value in reversed(list(set_values)):
+        quoted = isinstance(value, str) and re.search(rf"(?<![\w.-]){re.escape(value)}(?![\w.-])", message)
+        if message.startswith(f"{key}:") or quoted:
+            return f"--set {key}={value}"
+    return None
+
+
 def build_trinity_config(config_path: str | Path, workflow_func: Callable, judge_func: Callable | None = None):
     """The validated Trinity config tune() would run for this YAML and these functions."""
     use_plugins()
@@ -170,12 +181,13 @@ def build_trinity_config(config_path: str | Path, workflow_func: Callable, judge
 
 
 def validate(config: dict, workflow_func: Callable, judge_func: Callable | None = None,
-             config_file: str = "the config"):
+             config_file: str = "the config", set_values: list[tuple[str, Any]] = ()):
     """Trinity's validated config for this YAML mapping, as tune() will build it, with no side effects.
 
     check_and_update() creates the run's folders, so it runs on a copy whose
     checkpoint root is a scratch folder; the run's own paths are then set back.
-    A setting Trinity rejects ends the program with Trinity's message, on one line (`one_line`).
+    A setting Trinity rejects ends the program with Trinity's message, on one line (`one_line`), after the
+    `--set` it came with (of `set_values`) or else `config_file`.
     """
     with tempfile.TemporaryDirectory(prefix="rftkit-check-") as scratch:
         copy_in_scratch = dict(config, checkpoint_root_dir=scratch)
@@ -183,7 +195,8 @@ def validate(config: dict, workflow_func: Callable, judge_func: Callable | None 
             trinity_config = build_trinity_config(write_yaml(copy_in_scratch, Path(scratch) / "config.yaml"),
                                                   workflow_func, judge_func)
         except (ValueError, AssertionError) as exc:  # how Trinity's loader and check_and_update() reject settings
-            raise InputError(f"{config_file}: {one_line(exc)}") from None
+            message = one_line(exc)
+            raise InputError(f"{source_of(message, set_values) or config_file}: {message}") from None
     trinity_config.checkpoint_root_dir = config["checkpoint_root_dir"]
     trinity_config.checkpoint_job_dir = trinity_config.get_checkpoint_job_dir()
     trinity_config.log.save_dir = os.path.join(trinity_config.checkpoint_job_dir, "log")

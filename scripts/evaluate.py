@@ -30,7 +30,7 @@ from rftkit.cli import ArgumentParser, above, at_least
 from rftkit.reports.evaluation import run_episodes
 from rftkit.example import Example
 from rftkit.files import atomic_paths, check_writable
-from rftkit.inputs import open_split, reports_input_errors
+from rftkit.inputs import InputError, open_split, reports_input_errors
 from runkit.examples import EXAMPLES
 
 # --model NAME -> the example whose baseline policy it names
@@ -176,11 +176,14 @@ def parse_args(argv):
         parser.error("--model: openai needs --base-url and --model-name")
     if args.base_url and not args.base_url.startswith(("http://", "https://")):
         parser.error(f"--base-url {args.base_url!r}: expected an http:// or https:// address")
+    if args.gguf and not Path(args.gguf).exists():
+        parser.error(f"--gguf {args.gguf}: no such file")
     if args.gguf and not (Path(args.gguf).is_file() and Path(args.gguf).suffix == ".gguf"):
         parser.error(f"--gguf {args.gguf}: expected a .gguf file")
     if not args.out.strip():  # Path("") would be the current folder
         parser.error("--out: expected a folder, got ''")
     args.out = Path(args.out)
+    args.default_data = args.data is None
     args.data = Path(args.data or EXAMPLES[args.task].data["eval"])
     return parser, args
 
@@ -191,6 +194,9 @@ def main(argv: list[str] | None = None) -> int:
     check_writable(args.out, "--out")  # before the episodes, which may take hours
     split_file = args.data / f"{args.split}.parquet"
     example = EXAMPLES[args.task]
+    if args.default_data and not split_file.exists():
+        raise InputError(f"--data {split_file}: no such file (--task {args.task}'s default; --data gives another "
+                         f"folder); {example.data_remedy}")
     split = open_split(split_file, example.task_columns, "--data", complete=True, ranges=example.task_ranges)
     tasks = split.read().to_pylist()[: args.limit]
     model_label = args.model_name if args.model == "openai" else args.model

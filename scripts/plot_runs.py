@@ -81,6 +81,8 @@ def main(argv: list[str] | None = None) -> int:
     runs = {}
     for text in args.runs:
         label, folder = parse_run(text)
+        if not folder.is_dir():
+            raise InputError(f"RUN {folder}: no such folder")
         if label in runs:
             parser.error(f"two runs are labelled {label!r}; name them LABEL=FOLDER")
         try:

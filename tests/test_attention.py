@@ -176,9 +176,12 @@ def test_malformed_set_values_are_refused_with_the_flag_named(bad):
 
 
 def test_a_set_key_that_has_no_place_in_the_config_is_refused():
-    with pytest.raises(SystemExit, match="cannot set buffer.explorer_input.eval_tasksets.5.name"):
+    with pytest.raises(SystemExit, match="eval_tasksets.5.name: the config's buffer.explorer_input.eval_tasksets is a "
+                                         "list of 0"):
         set_key({"buffer": {"explorer_input": {"eval_tasksets": []}}},
                        "buffer.explorer_input.eval_tasksets.5.name", "x")
+    with pytest.raises(SystemExit, match="--set buffer.batch_size.x: the config has no such place"):
+        set_key({"buffer": {"batch_size": 4}}, "buffer.batch_size.x", 1)
 
 
 

@@ -87,10 +87,13 @@ CASES = [
      [*FROZENLAKE_MAIN, "--config", "{tmp}/c.yaml"],
      "error: {tmp}/c.yaml: trainer.grad_clipp: Invalid configuration: Key 'grad_clipp' not in 'TrainerConfig'"),
     ("value-trinity-rejects-type", nothing, [*FROZENLAKE_MAIN, "--set", "buffer.batch_size=many"],
-     f"error: {REPO / 'configs' / 'frozenlake.yaml'}: buffer.batch_size: Invalid configuration: "
+     "error: --set buffer.batch_size=many: buffer.batch_size: Invalid configuration: "
      "Value 'many' of type 'str' could not be converted to Integer"),
     ("value-trinity-rejects", nothing, [*MATH_MAIN, "--set", "algorithm.algorithm_type=no_such_algorithm"],
-     f"error: {REPO / 'configs' / 'config_difficulty.yaml'}: Invalid module key: no_such_algorithm"),
+     "error: --set algorithm.algorithm_type=no_such_algorithm: Invalid module key: no_such_algorithm"),
+    ("file-value-trinity-rejects",  # the same value from the file is the file's
+     lambda t: text(t / "c.yaml", FROZENLAKE_YAML.replace("algorithm_type: multi_step_grpo", "algorithm_type: grpoo")),
+     [*FROZENLAKE_MAIN, "--config", "{tmp}/c.yaml"], "error: {tmp}/c.yaml: Invalid module key: grpoo"),
     ("yaml-section-not-a-mapping",  # the file's buffer section moved below a key of its own, buffer a number
      lambda t: text(t / "c.yaml", FROZENLAKE_YAML.replace("\nbuffer:", "\nbuffer: 3\nx:")),
      [*FROZENLAKE_MAIN, "--config", "{tmp}/c.yaml"],
@@ -106,7 +109,8 @@ CASES = [
     ("set-without-value", nothing, [*FROZENLAKE_MAIN, "--set", "buffer.batch_size"],
      "error: --set: expected KEY=VALUE, got 'buffer.batch_size'"),
     ("set-key-with-no-place", nothing, [*FROZENLAKE_MAIN, "--set", "buffer.explorer_input.eval_tasksets.5.name=x"],
-     "error: cannot set buffer.explorer_input.eval_tasksets.5.name"),
+     "error: --set buffer.explorer_input.eval_tasksets.5.name: the config's buffer.explorer_input.eval_tasksets "
+     "is a list of 1, items 0 to 0"),
     ("model-path-missing", nothing, [*FROZENLAKE_MAIN, "--model-path", "./models/qwen"],
      "error: model.model_path (--model-path) {tmp}/models/qwen: no such folder"),
     ("model-path-not-a-hub-id", nothing, [*MATH_MAIN, "--model-path", "models/qwen/final"],
@@ -220,6 +224,14 @@ CASES = [
      "error: RUN {tmp}/run: its event files hold no scalars (empty, cut short or not tensorboard's)"),
     ("plot-out-not-a-png", nothing, ["scripts/plot_runs.py", "{tmp}/run", "--out", "{tmp}/runs.txt"],
      "error: --out {tmp}/runs.txt: expected a name ending in .png"),
+    ("plot-run-missing", nothing, ["scripts/plot_runs.py", "{tmp}/no-run", "--out", "{tmp}/runs.png"],
+     "error: RUN {tmp}/no-run: no such folder"),
+    ("evaluate-gguf-missing", nothing, [*EVALUATE[:4], "local", "--gguf", "{tmp}/nope.gguf", "--out", "{tmp}/out"],
+     "error: --gguf {tmp}/nope.gguf: no such file"),
+    ("evaluate-default-data-missing", nothing,
+     ["scripts/evaluate.py", "--task", "math", "--model", "local", "--out", "{tmp}/out"],
+     "error: --data data/math_bots/aime24/test.parquet: no such file (--task math's default; --data gives another "
+     "folder); run scripts/prepare_math_data.py first"),
     ("plot-out-a-folder", lambda t: (t / "plots").mkdir(),
      ["scripts/plot_runs.py", "{tmp}/run", "--out", "{tmp}/plots"], "error: --out {tmp}/plots: a folder"),
 ]
