@@ -13,7 +13,7 @@ FROZENLAKE = Example(
     configs={"random": "configs/frozenlake.yaml", "difficulty": "configs/frozenlake_difficulty.yaml"},
     default_selector="random",
     tags=("rollout/success/mean",),
-    report_module="frozenlake.report",
+    report_module="frozenlake.report", baselines=("oracle", "random"),
     # Qwen2.5-3B, upstream's model; a prompt of 280 to 480 tokens (the map, the rules, the moves so far)
     # and one move a reply; 700 explore steps, upstream's curve
     scale=Scale(architecture="Qwen2.5-3B", response_tokens=256, full_run_steps=700, trainer_batch=64,

@@ -14,7 +14,7 @@ MATH = Example(
     configs={"random": "configs/config_random.yaml", "difficulty": "configs/config_difficulty.yaml"},
     default_selector="difficulty",
     tags=("rollout/accuracy/mean", "eval/aime24/accuracy/mean@1", "eval/aime24/format/mean@1"),
-    report_module="math_bots.report",
+    report_module="math_bots.report", baselines=(),
     # Qwen3-0.6B, upstream's model, with replies up to the config's 4,096 tokens; 200 explore steps;
     # the config's 49,152-token micro-batches fit one H200 only with verl's fused log-prob kernel; with the
     # logits held whole, half of that; padded, a quarter

@@ -62,6 +62,7 @@ class Example:
     # table's head), chart (chart.png's matplotlib figure, untitled) and BASELINES (--model NAME: seed -> chat
     # model).
     report_module: str
+    baselines: tuple[str, ...]  # the names of report_module's BASELINES, known without importing it (--help)
     scale: Scale
     # "module:function", function(folders, tasks): small data with `tasks` training tasks into `folders` (role ->
     # folder, laid out as `data`), for the GPU smoke and the step-cost measurement

@@ -24,45 +24,24 @@ import os
 import sys
 from pathlib import Path
 
-from agentscope.model import OpenAIChatModel
-
 from rftkit.cli import ArgumentParser, above, at_least
-from rftkit.reports.evaluation import run_episodes
 from rftkit.example import Example
 from rftkit.files import atomic_paths, check_writable
 from rftkit.inputs import InputError, open_split, reports_input_errors
 from runkit.examples import EXAMPLES
 
 # --model NAME -> the example whose baseline policy it names
-BASELINES = {name: example for example in EXAMPLES.values() for name in example.report().BASELINES}
+BASELINES = {name: example for example in EXAMPLES.values() for name in example.baselines}
 
 
 # ---------------------------------------------------------------- models
-
-CALLS_PER_EPISODE_MAX = 1000  # seeds of one episode's calls stay apart from the next episode's
-
-
-class SeedPerCallModel(OpenAIChatModel):
-    """agentscope's OpenAI chat model that sends a new sampling seed with every call: seed, seed + 1, ...
-
-    Servers that honour `seed` (vLLM, llama.cpp) then repeat a run exactly. One seed for a whole
-    episode would not do: a seeded server draws the same random numbers for every call, so each move
-    samples at the same points of similar distributions and the model repeats one action."""
-
-    def __init__(self, seed: int, **kwargs) -> None:
-        super().__init__(**kwargs)
-        self.next_seed = seed
-
-    async def __call__(self, *args, **kwargs):
-        kwargs.setdefault("seed", self.next_seed)
-        self.next_seed += 1
-        return await super().__call__(*args, **kwargs)
-
 
 @contextlib.contextmanager
 def model_factory(args, identity: dict):
     """Yield `make_model(episode_number)`, one chat model per episode (and keep any local server up meanwhile);
     what the model is goes into `identity` (report.json's `model_source`)."""
+    from rftkit.reports.evaluation import CALLS_PER_EPISODE_MAX, SeedPerCallModel
+
     def openai_model(base_url: str, name: str, api_key: str):
         return lambda episode_number: SeedPerCallModel(
             seed=args.seed + CALLS_PER_EPISODE_MAX * episode_number,
@@ -97,6 +76,8 @@ def play_baselines(example: Example, tasks: list[dict], args) -> dict:
     """Each of the example's baseline policies (FrozenLake: random, oracle) summed up on the same tasks,
     repeats and seeds as the model: the scale a model's figures are read against. Empty for a baseline's
     own evaluation, and for an example without baselines."""
+    from rftkit.reports.evaluation import run_episodes
+
     report_module = example.report()
     if args.model in report_module.BASELINES:
         return {}
@@ -199,6 +180,8 @@ def main(argv: list[str] | None = None) -> int:
                          f"folder); {example.data_remedy}")
     split = open_split(split_file, example.task_columns, "--data", complete=True, ranges=example.task_ranges)
     tasks = split.read().to_pylist()[: args.limit]
+    from rftkit.reports.evaluation import run_episodes  # agentscope, which takes seconds: after the flags' checks
+
     model_label = args.model_name if args.model == "openai" else args.model
     play = example.report().play
     identity: dict = {}

@@ -8,7 +8,7 @@ import pytest
 
 from frozenlake.agent import FrozenLakeAgent
 from frozenlake.policies import OracleModel
-from rftkit.reports.evaluation import message_text, run_episodes, wilson_interval
+from rftkit.reports.evaluation import CALLS_PER_EPISODE_MAX, message_text, run_episodes, wilson_interval
 from standins.fake_vllm_server import FakeVLLMServer
 
 from conftest import REPO
@@ -194,7 +194,7 @@ def test_each_model_call_gets_its_own_sampling_seed_and_a_rerun_sends_the_same(f
     assert len(set(first)) == len(first), "two calls were sent the same seed"
     by_episode = {}
     for seed in first:  # episode k's calls use 3 + 1000 k, 3 + 1000 k + 1, ...
-        by_episode.setdefault((seed - 3) // evaluate.CALLS_PER_EPISODE_MAX, []).append(seed)
+        by_episode.setdefault((seed - 3) // CALLS_PER_EPISODE_MAX, []).append(seed)
     assert sorted(by_episode) == list(range(12))
     assert all(sorted(s) == list(range(min(s), min(s) + len(s))) for s in by_episode.values())
     assert sorted(seeds(tmp_path / "b")) == sorted(first)
@@ -250,3 +250,12 @@ def test_a_run_through_an_endpoint_ends_without_errors_from_its_closed_clients(f
     assert result.returncode == 0, result.stderr[-2000:]
     assert (tmp_path / "out" / "report.json").is_file()
     assert "Event loop is closed" not in result.stderr and "Traceback" not in result.stderr, result.stderr[-2000:]
+
+
+def test_each_example_names_its_baselines_as_its_report_module_has_them():
+    """evaluate.py offers --model NAME from Example.baselines, without importing the report modules (agentscope)."""
+    from runkit.examples import EXAMPLES
+
+    for example in EXAMPLES.values():
+        assert example.baselines == tuple(example.report().BASELINES), example.name
+

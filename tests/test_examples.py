@@ -68,7 +68,7 @@ ECHO = Example(
     data={"train": data.DEFAULT_DIR, "eval": data.DEFAULT_DIR},
     data_flags={"train": "--data-dir", "eval": "--data-dir"}, data_remedy="write the words first",
     configs={"random": str(Path(__file__).resolve().parent.parent / "configs" / "echo.yaml")},
-    default_selector="random", tags=("rollout/accuracy/mean",), report_module="echo.report",
+    default_selector="random", tags=("rollout/accuracy/mean",), report_module="echo.report", baselines=(),
     scale=Scale(architecture="Qwen2.5-0.5B", response_tokens=8, full_run_steps=10, trainer_batch=4,
                 prompt_tokens=(20, 30), reply_tokens=(1, 8), padded_budget=4096),
     sample_writer="echo.data:write_sample",

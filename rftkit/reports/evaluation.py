@@ -12,7 +12,7 @@ import math
 from collections.abc import AsyncGenerator
 from typing import Any, Awaitable, Callable
 
-from agentscope.model import ChatModelBase, ChatResponse
+from agentscope.model import ChatModelBase, ChatResponse, OpenAIChatModel
 from tqdm import tqdm
 
 
@@ -128,3 +128,23 @@ async def run_episodes(
             records.append(await finished)
             bar.update()
     return sorted(records, key=lambda r: (r["task_number"], r["repeat"]))
+
+
+CALLS_PER_EPISODE_MAX = 1000  # seeds of one episode's calls stay apart from the next episode's
+
+
+class SeedPerCallModel(OpenAIChatModel):
+    """agentscope's OpenAI chat model that sends a new sampling seed with every call: seed, seed + 1, ...
+
+    Servers that honour `seed` (vLLM, llama.cpp) then repeat a run exactly. One seed for a whole
+    episode would not do: a seeded server draws the same random numbers for every call, so each move
+    samples at the same points of similar distributions and the model repeats one action."""
+
+    def __init__(self, seed: int, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.next_seed = seed
+
+    async def __call__(self, *args, **kwargs):
+        kwargs.setdefault("seed", self.next_seed)
+        self.next_seed += 1
+        return await super().__call__(*args, **kwargs)
