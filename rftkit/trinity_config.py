@@ -215,7 +215,8 @@ def summarize(config, attention_reason: str = "", liger_reason: str = "") -> str
     explorer_input = config.buffer.explorer_input
     lines = [
         f"experiment      {config.project}/{config.name} (mode {config.mode})",
-        f"model           {config.model.model_path}",
+        f"model           {config.model.model_path}"
+        + ("" if Path(config.model.model_path).exists() else " (a hub id: not checked here, fetched at launch)"),
         f"  lengths       max_model_len {config.model.max_model_len}, "
         f"prompt {config.model.max_prompt_tokens}, response {config.model.max_response_tokens}; "
         f"temperature {config.model.temperature}",
