@@ -18,17 +18,15 @@ from pathlib import Path
 from rftkit.cli import ArgumentParser, at_least
 from rftkit.inputs import reports_input_errors
 from rftkit.reports.local_llm import default_gguf
-from runkit.serving import gguf_parsed_once, hf_from_gguf, unmark_quantized
+from runkit.serving import hf_from_gguf, load_gguf, unmark_quantized
 
 
 def copy_into_fresh_model(gguf: Path, out: Path) -> Path:
     """The baseline: the loaded (dequantized) weights copied into a model built from the config."""
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
-    with gguf_parsed_once():
-        tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-        loaded = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.bfloat16)
+    tokenizer, loaded = load_gguf(gguf)
     unmark_quantized(loaded)  # the config the fresh model is built from carries no quantization either
     model = AutoModelForCausalLM.from_config(loaded.config, dtype=torch.bfloat16)
     model.load_state_dict(loaded.state_dict())

@@ -154,9 +154,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.model is None or args.data is None:
             parser.error("model, --data: required unless --report-only")
         check_model(args.model, "model", gguf=True)
-        require_cuda("serving the model")
         if not (args.data / "test.parquet").is_file():
             parser.error(f"--data {args.data}: no test.parquet there (scripts/get_frozenlake_data.py makes it)")
+        require_cuda("serving the model")
         out = args.out.resolve()
         model = model_folder(args.model, out / "model")
         for name, env_items, flags in args.variant:

@@ -23,15 +23,9 @@ READY_POLL_S = 0.5  # seconds between two looks at /health while the server star
 
 def hf_from_gguf(gguf: Path, out_dir: Path) -> Path:
     """An HF model folder (bf16 safetensors, tokenizer, chat template) made from a GGUF file."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     if (out_dir / "config.json").is_file():
         return out_dir
-    folder, name = str(gguf.parent), gguf.name
-    with gguf_parsed_once():
-        tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
-        loaded = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.bfloat16)
+    tokenizer, loaded = load_gguf(gguf)
     # transformers dequantizes the GGUF's weights but keeps the model marked as gguf-quantized, which it refuses
     # to save: unmarked, the model saves as the plain bf16 one it is (a copy into a fresh model saves the same
     # bytes, seconds later: benchmarks/gguf_conversion.py).
@@ -41,6 +35,17 @@ def hf_from_gguf(gguf: Path, out_dir: Path) -> Path:
     loaded.save_pretrained(tmp)
     tmp.rename(out_dir)  # only a complete folder gets the final name
     return out_dir
+
+
+def load_gguf(gguf: Path):
+    """(tokenizer, bf16 model) as transformers loads them from a GGUF file, its metadata parsed once."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    folder, name = str(gguf.parent), gguf.name
+    with gguf_parsed_once():
+        tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
+        return tokenizer, AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.bfloat16)
 
 
 def unmark_quantized(model) -> None:

@@ -119,8 +119,9 @@ def open_split(path: str | Path, columns: dict[str, str], flag: str | None = Non
             rows = [i for i, value in enumerate(parquet.read(columns=[name]).column(name).to_pylist()) if value is None]
             raise InputError(f"{where}: column {name!r} is empty (null) in row {rows[0]}"
                              + (f" and {len(rows) - 1} more" if len(rows) > 1 else "") + "; every task needs a value")
+    bounded = parquet.read(columns=list(ranges)).to_pydict() if ranges else {}
     for name, (least, most) in (ranges or {}).items():
-        check_range(parquet.read(columns=[name]).column(name).to_pylist(), name, least, most, where)
+        check_range(bounded[name], name, least, most, where)
     return parquet
 
 
