@@ -29,7 +29,7 @@ from pathlib import Path
 from experiments.startup import ENV_KEY, launch_env
 from frozenlake.example import FROZENLAKE
 from rftkit.cli import ArgumentParser, at_least
-from rftkit.files import atomic_paths
+from rftkit.files import atomic_paths, check_writable
 from rftkit.inputs import InputError, read_json, reports_input_errors
 from rftkit.inputs.model_path import check_model
 from runkit.commands import evaluate_command
@@ -158,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--data {args.data}: no test.parquet there (scripts/get_frozenlake_data.py makes it)")
         require_cuda("serving the model")
         out = args.out.resolve()
+        check_writable(out, "--out")
         model = model_folder(args.model, out / "model")
         for name, env_items, flags in args.variant:
             measure(model, args.data.resolve(), out / name, env_items, flags, args.repeats)

@@ -22,6 +22,7 @@ test split by `split_gsm_symbolic`, in the same GSM8K format.
 from __future__ import annotations
 
 import shutil
+import socket
 import tempfile
 from pathlib import Path
 
@@ -143,6 +144,27 @@ def read_table(path: str | Path, flag: str | None = None) -> pa.Table:
     return table
 
 
+def hub_unreachable() -> str | None:
+    """Why the hub's host cannot be reached from here, or None (also under HF_HUB_OFFLINE, which the hub
+    libraries honour themselves by reading only their local copies).
+
+    Offline, huggingface_hub retries each request for about 24 s before it gives up; a host name that
+    does not resolve will not start resolving within those retries, so the callers stop at once.
+    """
+    from urllib.parse import urlparse
+
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE:
+        return None
+    host = urlparse(constants.ENDPOINT).hostname
+    try:
+        socket.getaddrinfo(host, 443)
+    except OSError as exc:
+        return f"{host} does not resolve ({exc})"
+    return None
+
+
 def download_guru(raw_dir: str | Path) -> Path:
     """Fetch guru-RL-92k's math file into `raw_dir` (or reuse it); a clear error when offline.
 
@@ -157,16 +179,24 @@ def download_guru(raw_dir: str | Path) -> Path:
     # the highest folder it will make, or inside raw_dir the cache and the file's own folder
     made = missing[:1] or [raw_dir / name for name in (".cache", Path(GURU_MATH_FILE).parts[0])
                            if name != GURU_MATH_FILE and not (raw_dir / name).exists()]
+    offline = hub_unreachable()
     try:
-        return Path(hf_hub_download(GURU_REPO, GURU_MATH_FILE, repo_type="dataset", local_dir=str(raw_dir)))
+        return Path(hf_hub_download(GURU_REPO, GURU_MATH_FILE, repo_type="dataset", local_dir=str(raw_dir),
+                                    local_files_only=offline is not None))
     except Exception as exc:  # noqa: BLE001 - offline, gated, renamed: all end the same way
         for folder in made:
             shutil.rmtree(folder, ignore_errors=True)
-        raise RuntimeError(f"could not download {GURU_REPO}/{GURU_MATH_FILE} ({type(exc).__name__}: {exc}). "
+        why = f"{offline}; no copy in {raw_dir}" if offline else f"{type(exc).__name__}: {exc}"
+        raise RuntimeError(f"could not download {GURU_REPO}/{GURU_MATH_FILE} ({why}). "
                            f"Download it elsewhere and pass --input PATH.") from exc
 
 
 def load_aime24_from_hub() -> pa.Table:
+    """AIME-24 from the hub, or from datasets' cache when HF_HUB_OFFLINE is set."""
+    offline = hub_unreachable()
+    if offline:
+        raise RuntimeError(f"could not load {AIME24_REPO} ({offline}). Pass a local copy with --aime_input PATH, "
+                           f"or set HF_HUB_OFFLINE=1 to use a copy in datasets' cache.")
     import datasets
 
     try:

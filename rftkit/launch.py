@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Callable
 
 from rftkit import cluster, run_state, startup, supervise
+from rftkit.cli import at_least
 from rftkit.example import load
 from rftkit.trainer import attention, liger
 from rftkit.inputs import InputError
@@ -45,13 +46,13 @@ def add_arguments(parser: argparse.ArgumentParser, default_config: str) -> None:
     parser.add_argument("--checkpoint-dir", default=os.environ.get("CHECKPOINT_ROOT_DIR"),
                         help="where checkpoints, logs and tensorboard files go "
                              "(env CHECKPOINT_ROOT_DIR; default: the YAML's)")
-    parser.add_argument("--gpus", type=int, default=None,
+    parser.add_argument("--gpus", type=at_least(1), default=None,
                         help="GPUs per node to plan for (default: detected; with --dry-run and none "
                              f"detected, {cluster.DRY_RUN_GPUS}); a dry run given --gpus looks at no "
                              "machine or Ray cluster")
-    parser.add_argument("--nodes", type=int, default=None,
+    parser.add_argument("--nodes", type=at_least(1), default=None,
                         help="nodes to plan for (default: detected, or 1; 1 in a dry run given --gpus)")
-    parser.add_argument("--engines", type=int, default=None,
+    parser.add_argument("--engines", type=at_least(1), default=None,
                         help="rollout engines (default: the config's engine_num where it leaves the trainer a "
                              "GPU, else half of all GPUs; divided by tensor parallel size)")
     parser.add_argument("--attn", choices=attention.ATTN_CHOICES, default=None,
@@ -103,9 +104,6 @@ def finish_save_then_stop(trinity_config) -> None:
 
 
 def _launch(args, workflow_func, judge_func, data, check_data) -> int:
-    for flag in ("gpus", "nodes", "engines"):
-        if getattr(args, flag) is not None and getattr(args, flag) < 1:
-            raise InputError(f"--{flag} must be at least 1, got {getattr(args, flag)}")
     for key, _ in args.set_values:
         check_set_key(key)
     raw = load_yaml(args.config)

@@ -169,8 +169,8 @@ def test_the_launch_turns_garbage_collection_back_on_when_it_refuses():
     from rftkit.inputs import InputError
     from rftkit.launch import launch
 
-    args = argparse.Namespace(gpus=0, nodes=None, engines=None)
-    with pytest.raises(InputError, match="--gpus must be at least 1"):
+    args = argparse.Namespace(set_values=[("buffer.batch_sise", "4")])
+    with pytest.raises(InputError, match="--set buffer.batch_sise"):
         launch(args, "frozenlake.workflow:run_frozen_lake")
     assert gc.isenabled()
 

@@ -92,7 +92,7 @@ def test_a_failed_download_into_an_existing_folder_removes_only_what_it_made(tmp
 
     from math_bots.data import download_guru
 
-    def unreachable_hub(repo_id, filename, repo_type, local_dir):  # a stand-in: what the real one leaves offline
+    def unreachable_hub(repo_id, filename, repo_type, local_dir, **_):  # a stand-in: what the real one leaves offline
         lock = Path(local_dir) / ".cache" / "huggingface" / "download" / (filename + ".lock")
         lock.parent.mkdir(parents=True)
         lock.touch()
@@ -100,12 +100,50 @@ def test_a_failed_download_into_an_existing_folder_removes_only_what_it_made(tmp
         raise LocalEntryNotFoundError("offline")
 
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", unreachable_hub)
+    monkeypatch.setattr("math_bots.data.hub_unreachable", lambda: None)  # the failure comes from the stand-in
     raw = tmp_path / "raw"
     raw.mkdir()
     (raw / "mine.txt").write_text("kept")
     with pytest.raises(RuntimeError, match="could not download .*LocalEntryNotFoundError: offline"):
         download_guru(raw)
     assert [p.name for p in raw.iterdir()] == ["mine.txt"]
+
+
+def unresolvable_host(monkeypatch):
+    import socket
+
+    def fail(host, port, *args, **kwargs):
+        raise socket.gaierror(-2, "Name or service not known")
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(socket, "getaddrinfo", fail)
+
+
+def test_a_host_that_does_not_resolve_ends_the_download_at_once_or_reuses_the_copy(tmp_path, monkeypatch):
+    import time
+
+    from math_bots.data import GURU_MATH_FILE, download_guru
+
+    unresolvable_host(monkeypatch)
+    began = time.monotonic()
+    with pytest.raises(RuntimeError, match="huggingface.co does not resolve .*; no copy in .*--input PATH"):
+        download_guru(tmp_path / "raw")
+    assert time.monotonic() - began < 5, "no retries against a host name that does not resolve"
+    assert not (tmp_path / "raw").exists()
+
+    copy = tmp_path / "raw" / GURU_MATH_FILE
+    copy.parent.mkdir(parents=True)
+    copy.write_bytes(b"downloaded before")
+    assert download_guru(tmp_path / "raw") == copy
+
+
+def test_aime_from_an_unresolvable_hub_fails_at_once_naming_the_ways_round(monkeypatch):
+    from math_bots.data import load_aime24_from_hub
+
+    unresolvable_host(monkeypatch)
+    with pytest.raises(RuntimeError, match="does not resolve.*--aime_input PATH, or set HF_HUB_OFFLINE=1"):
+        load_aime24_from_hub()
 
 
 def test_script_rejects_a_file_of_the_wrong_shape(tmp_path):

@@ -68,6 +68,21 @@ def test_the_variants_get_their_caches_flags_and_figures(tmp_path, monkeypatch):
     assert (out / "serve_startup.md").read_text() == text
 
 
+def test_an_out_under_a_file_is_refused_before_the_model_is_converted(tmp_path, monkeypatch, capsys):
+    model = config_only_model(tmp_path / "model")
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "test.parquet").write_bytes(b"")
+    (tmp_path / "file").write_text("")
+    monkeypatch.setattr(bench, "require_cuda", lambda what: None)
+    monkeypatch.setattr(bench, "model_folder", lambda *a: pytest.fail("the model was converted"))
+    with pytest.raises(SystemExit) as stop:
+        bench.main([str(model), "--out", str(tmp_path / "file" / "out"), "--data", str(tmp_path / "data"),
+                    "--variant", "cold"])
+    assert stop.value.code == 2
+    assert capsys.readouterr().err == (f"error: --out {tmp_path}/file/out: cannot write there, "
+                                       f"{tmp_path}/file is not a folder\n")
+
+
 @pytest.mark.parametrize("text,expected", [
     ("cold", ("cold", {}, [])),
     ("eager=--enforce-eager,VLLM_CACHE_ROOT=/c", ("eager", {"VLLM_CACHE_ROOT": "/c"}, ["--enforce-eager"])),
