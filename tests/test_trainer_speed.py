@@ -106,6 +106,47 @@ def test_a_profiled_step_says_where_the_host_waited(runs):
     assert len([line for line in table if line.startswith("| frozenlake |")]) == len(runs)
 
 
+def test_waits_without_a_parent_go_to_the_function_running_when_they_began():
+    """On a GPU the runtime's sync calls come without a parent; here real `.item()` waits from a CPU profile are
+    cut loose from theirs (as the GPU's come) and must still be named as their parents name them."""
+    import copy
+    from collections import Counter
+
+    import torch
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    from experiments.trainer_speed.profile import WAITS_ON_CPU, caller, waits_by_caller
+
+    def read_loss(x):
+        return x.sum().item()
+
+    def read_count(x):
+        return int((x > 0).sum().item())
+
+    def step():
+        x = torch.randn(64, 64)
+        for _ in range(3):
+            read_loss(x)
+        read_count(x)
+
+    with profile(activities=[ProfilerActivity.CPU], with_stack=True) as prof:
+        step()
+    events = prof.events()
+    waits = [e for e in events if e.name in WAITS_ON_CPU and e.device_type == DeviceType.CPU]
+    expected = waits_by_caller(waits, events)
+    assert sorted(expected.values()) == [1, 3] and all(name.endswith(("read_loss", "read_count")) for name in expected)
+    assert expected == Counter(caller(w) for w in waits)  # as their parents name them
+
+    orphans = []
+    for wait in waits:
+        orphan = copy.copy(wait)
+        orphan.cpu_parent, orphan.thread = None, -1
+        orphans.append(orphan)
+    assert waits_by_caller(orphans, events) == expected
+    assert waits_by_caller(orphans, []) == {"unknown": 4}
+
+
 def test_busy_time_counts_overlapping_kernels_once():
     from experiments.trainer_speed.profile import busy_seconds
 

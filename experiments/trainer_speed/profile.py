@@ -43,6 +43,39 @@ def caller(event) -> str:
     return "unknown"
 
 
+def waits_by_caller(waits: list, events: list) -> Counter:
+    """How many of `waits` each function asked for (`caller`).
+
+    On a GPU the profiler files the CUDA runtime's sync calls under a thread of their own, with no parent (they
+    launch nothing that would link them to the op that made them). Such a wait goes to the innermost Python
+    function outside torch, on the thread that ran the step's Python, whose time range holds the wait's start.
+    """
+    counts, orphans = Counter(), []
+    for wait in waits:
+        if wait.cpu_parent is None:
+            orphans.append(wait)
+        else:
+            counts[caller(wait)] += 1
+    frames = [e for e in events if PYTHON_FRAME.search(e.name)]
+    if orphans and frames:
+        thread = Counter(e.thread for e in frames).most_common(1)[0][0]
+        ours = [e for e in frames if e.thread == thread and not e.name.startswith("torch/")]
+        # one sweep in time order: the frames still open at an event are nested, the innermost last
+        timeline = sorted([(e.time_range.start, 0, i) for i, e in enumerate(ours)]
+                          + [(w.time_range.start, 1, i) for i, w in enumerate(orphans)])
+        open_frames = []
+        for start, is_wait, i in timeline:
+            while open_frames and open_frames[-1].time_range.end <= start:
+                open_frames.pop()
+            if is_wait:
+                counts[open_frames[-1].name if open_frames else "unknown"] += 1
+            else:
+                open_frames.append(ours[i])
+    elif orphans:
+        counts["unknown"] += len(orphans)
+    return counts
+
+
 def profiled(timed_call) -> tuple[object, dict]:
     """timed_call() under the profiler, with Python calls recorded; it returns (result, its wall seconds, the GPU's
     queued work included), as `worker.synced` does. Returns the result, and the wall time, the GPU's busy share
@@ -68,7 +101,7 @@ def profiled(timed_call) -> tuple[object, dict]:
         "GPU busy (s)": busy, "GPU busy share": None if busy is None else busy / seconds,
         "waits for the GPU": len(waits),
         "waiting (s)": sum(e.time_range.elapsed_us() for e in waits) / 1e6,
-        "waits by function": dict(Counter(caller(e) for e in waits).most_common(TOP)),
+        "waits by function": dict(waits_by_caller(waits, events).most_common(TOP)),
         "host ops by self time (ms)": {a.key: a.self_cpu_time_total / 1000 for a in host},
     }
 
