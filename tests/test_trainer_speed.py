@@ -84,7 +84,7 @@ def test_a_step_is_timed_and_counted(runs):
 
 
 def test_the_printed_line_gives_the_shortest_and_longest_timed_step():
-    from experiments.trainer_speed.__main__ import step_spread
+    from experiments.trainer_speed.report import step_spread
 
     timed = [{"reference log-probs (s)": 0.25, "update (s)": 1.0}, {"reference log-probs (s)": 0.5, "update (s)": 1.5},
              {"reference log-probs (s)": 0.25, "update (s)": 1.25}]
@@ -145,6 +145,41 @@ def test_waits_without_a_parent_go_to_the_function_running_when_they_began():
         orphans.append(orphan)
     assert waits_by_caller(orphans, events) == expected
     assert waits_by_caller(orphans, []) == {"unknown": 4}
+
+
+def test_the_gpu_idle_share_of_a_timed_step_comes_from_the_profiled_steps_gpu_time():
+    from experiments.trainer_speed.report import idle_in_timed_steps, profile_table
+
+    timed = [{"reference log-probs (s)": 0.25, "update (s)": 1.0}, {"reference log-probs (s)": 0.5, "update (s)": 1.5}]
+    profile = {"profiled step (s)": 3.0, "GPU busy (s)": 1.0, "GPU busy share": 1 / 3, "waits for the GPU": 2,
+               "waiting (s)": 0.1, "waits by function": {"verl/x.py(1): f": 2}}
+    result = {"timed steps": timed, "profile": profile}
+    assert idle_in_timed_steps(result) == "20% to 50%"
+    assert idle_in_timed_steps({**result, "timed steps": timed[:1]}) == "20%"
+    row = profile_table({"math": {"settings": {"liger": result}}})[-1]
+    assert row == "| math | liger | 3.00 | 1.00 s (33%) | 20% to 50% | 2 (0.10 s) | verl/x.py(1): f (2) |"
+
+
+def test_report_only_writes_the_table_and_picture_again_from_the_summary(runs, tmp_path, capsys):
+    import json
+
+    from experiments.trainer_speed.__main__ import main
+
+    ceiling = {"micro-batch token budget": 4096, "ceiling": {
+        "from": "packed (varlen)", "tokens/s": 1000.0, "MFU": 0.1, "forward only (s)": 0.1, "seconds": 0.5,
+        "forward only tokens/s": 3000.0, "peak allocated (GiB)": 1.0}}
+    summary = {"frozenlake": {"architecture": "tiny", "settings": runs, "ceiling": ceiling,
+                              "packing changes nothing": None}}
+    (tmp_path / "summary.json").write_text(json.dumps(summary))
+    assert main(["--report-only", "--out", str(tmp_path)]) == 0
+    table = (tmp_path / "summary.md").read_text()
+    assert all(f"| frozenlake | {setting} |" in table for setting in runs)
+    assert "| frozenlake | ceiling: bare model, packed (varlen) | 4096 |" in table
+    assert (tmp_path / "trainer_speed.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert table in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["--report-only", "--out", str(tmp_path / "elsewhere")])
+    assert "no summary.json there" in capsys.readouterr().err
 
 
 def test_busy_time_counts_overlapping_kernels_once():

@@ -2,6 +2,7 @@
 
     python -m experiments.trainer_speed --out outputs/trainer-speed                    # both examples
     python -m experiments.trainer_speed frozenlake --out DIR --settings before varlen  # one, some settings
+    python -m experiments.trainer_speed --report-only --out DIR                        # the report again
 
 The trainer runs alone, without Ray's rollout side: Trinity-RFT's own trainer worker (actor and
 reference model) built from the shipped config as a launch builds it, fed a batch of Trinity
@@ -17,5 +18,6 @@ pass, MFU against `settings.PEAK_FLOPS`, peak memory, the sync's seconds, and ea
 `before` and to the ceiling. A packed setting whose first reference log-probs are more than
 `settings.LOGPROB_TOLERANCE` from `sdpa-blocks`' on average fails the run (exit 1), as does any
 setting that fails. With `--profile`, each setting runs one more step under PyTorch's profiler
-(`profile.py`): how much of the step the GPU was busy, and where the host stopped to wait for it.
+(`profile.py`): how much of the step the GPU was busy, and so how long it idled in the timed steps, and
+where the host stopped to wait for it.
 """

@@ -15,12 +15,12 @@ import experiments.trainer_speed as package
 from experiments.trainer_speed.ceiling import run_ceiling
 from experiments.trainer_speed.profile import summary_line
 from experiments.trainer_speed.report import (GAP, HEADER, add_gaps, compare, packing_changes_nothing, plot,
-                                              profile_table)
+                                              profile_table, step_spread)
 from experiments.trainer_speed.settings import (DEFAULT_SETTINGS, MORE_SETTINGS, SETTINGS, budget, lengths,
                                                 unfused_budget)
 from experiments.trainer_speed.worker import run_setting, setup_worker_process
 from rftkit.cli import ArgumentParser, above, at_least
-from rftkit.inputs import reports_input_errors
+from rftkit.inputs import read_json, reports_input_errors
 from rftkit.example import REPO
 from runkit.examples import EXAMPLES
 from runkit.steps import run_step
@@ -46,13 +46,6 @@ def ceiling_budgets(example: str, settings: list[str]) -> list[int]:
     fits = unfused_budget(example)
     largest = max([fits, *(budget(example, s) for s in settings)])
     return [largest, fits] if largest > fits else [fits]
-
-
-def step_spread(result: dict) -> str:
-    """The shortest and longest timed step: a spread as wide as the gap between two runs says the step itself
-    varies; a narrow one, that the machine differed between them."""
-    seconds = [s["reference log-probs (s)"] + s["update (s)"] for s in result["timed steps"]]
-    return f"{min(seconds):.2f} to {max(seconds):.2f} s"
 
 
 def worker_main(args: argparse.Namespace) -> int:
@@ -85,6 +78,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", action="store_true",
                         help="after the timed steps, one more under PyTorch's profiler: the GPU's busy share of a "
                              "step, and where the host waited for the GPU")
+    parser.add_argument("--report-only", action="store_true",
+                        help="only write the table and the picture again from <out>/summary.json")
     parser.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)  # SETTING|ceiling EXAMPLE [BUDGET]
     parser.add_argument("--model", help=argparse.SUPPRESS)
     parser.add_argument("--work", help=argparse.SUPPRESS)
@@ -92,6 +87,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.worker:
         return worker_main(args)
+    if args.report_only:
+        if not (args.out / "summary.json").is_file():
+            parser.error(f"--out {args.out}: no summary.json there (a run of this benchmark writes it)")
+        return report(args.out, read_json(args.out / "summary.json", flag="--out"))
     unknown = [e for e in args.examples if e not in EXAMPLES]
     if unknown:
         parser.error(f"EXAMPLE: unknown {unknown}, expected some of {list(EXAMPLES)}")
@@ -157,11 +156,16 @@ def main(argv: list[str] | None = None) -> int:
         summary[example] = {"architecture": scale.architecture, "settings": results, "ceiling": ceiling,
                             "packing changes nothing": packing_changes_nothing(results)}
         subprocess.run(["rm", "-rf", str(work)])
+    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    return report(out, summary)
+
+
+def report(out: Path, summary: dict) -> int:
+    """Write <out>/summary.md and the picture from `summary`, print the table; 1 where a setting failed."""
     rows = [row for example in summary for row in compare(example, summary[example]["settings"],
                                                           summary[example]["ceiling"])]
     table = "\n".join(HEADER + rows + profile_table(summary)) + "\n"
     (out / "summary.md").write_text(table)
-    (out / "summary.json").write_text(json.dumps(summary, indent=2))
     plot(summary, out / "trainer_speed.png")
     print("\n" + table, flush=True)
     failed = [f"{e}/{s}" for e in summary for s, r in summary[e]["settings"].items() if "error" in r]

@@ -79,6 +79,27 @@ HEADER = ["| example | setting | tokens per micro-batch | trainer tokens/s | MFU
           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
 
 
+def step_seconds(result: dict) -> list[float]:
+    """Each timed step's seconds: the reference pass and the update."""
+    return [s["reference log-probs (s)"] + s["update (s)"] for s in result["timed steps"]]
+
+
+def step_spread(result: dict) -> str:
+    """The shortest and longest timed step: a spread as wide as the gap between two runs says the step itself
+    varies; a narrow one, that the machine differed between them."""
+    seconds = step_seconds(result)
+    return f"{min(seconds):.2f} to {max(seconds):.2f} s"
+
+
+def idle_in_timed_steps(result: dict) -> str:
+    """The share of each timed step the GPU had no work, from the profiled step's GPU time: the profiler slows
+    the host, not the kernels, so a timed step runs the same GPU work in less wall time."""
+    busy = result["profile"]["GPU busy (s)"]
+    idle = sorted(max(0.0, 1 - busy / step) for step in step_seconds(result))
+    least, most = f"{idle[0]:.0%}", f"{idle[-1]:.0%}"
+    return least if least == most else f"{least} to {most}"
+
+
 def profile_table(summary: dict) -> list[str]:
     """Markdown lines for the profiled steps (`--profile`), none without them."""
     rows = []
@@ -86,15 +107,17 @@ def profile_table(summary: dict) -> list[str]:
         for setting, r in summary[example]["settings"].items():
             p = r.get("profile")
             if p and "error" in p:
-                rows.append(f"| {example} | {setting} | {p['error']} |||||")
+                rows.append(f"| {example} | {setting} | {p['error']} ||||||")
             elif p:
-                busy = "-" if p["GPU busy share"] is None else f"{p['GPU busy share']:.0%}"
+                busy, idle = ("-", "-") if p["GPU busy (s)"] is None else (
+                    f"{p['GPU busy (s)']:.2f} s ({p['GPU busy share']:.0%})", idle_in_timed_steps(r))
                 waits = "; ".join(f"{where} ({n})" for where, n in p["waits by function"].items())
-                rows.append(f"| {example} | {setting} | {p['profiled step (s)']:.2f} | {busy} | "
+                rows.append(f"| {example} | {setting} | {p['profiled step (s)']:.2f} | {busy} | {idle} | "
                             f"{p['waits for the GPU']} ({p['waiting (s)']:.2f} s) | {waits or '-'} |")
-    return ["", "One step under the profiler (slower than the timed ones):", "",
-            "| example | setting | step (s) | GPU busy | host waits for the GPU (s waiting) | waits by function |",
-            "|---|---|---|---|---|---|", *rows] if rows else []
+    return ["", "One step under the profiler (slower than the timed ones, on the host only):", "",
+            "| example | setting | step (s) | GPU busy | GPU idle in the timed steps | host waits for the GPU "
+            "(s waiting) | waits by function |",
+            "|---|---|---|---|---|---|---|", *rows] if rows else []
 
 
 def plot(summary: dict, path: Path) -> None:
