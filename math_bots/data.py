@@ -145,8 +145,8 @@ def read_table(path: str | Path, flag: str | None = None) -> pa.Table:
 
 
 def hub_unreachable() -> str | None:
-    """Why the hub's host cannot be reached from here, or None (also under HF_HUB_OFFLINE, which the hub
-    libraries honour themselves by reading only their local copies).
+    """Why the hub cannot be reached from here (its host name does not resolve), or None: where it resolves,
+    and under HF_HUB_OFFLINE, with which the hub libraries read only their local copies, at once.
 
     Offline, huggingface_hub retries each request for about 24 s before it gives up; a host name that
     does not resolve will not start resolving within those retries, so the callers stop at once.
