@@ -10,6 +10,7 @@ A config without tasksets (upstream's own config.yaml) gets a training taskset f
 """
 
 import os
+from dataclasses import replace
 
 from frozenlake.example import FROZENLAKE
 from rftkit.cli import ArgumentParser, exit_now
@@ -21,12 +22,18 @@ from rftkit.launch import add_arguments, launch
 def main(argv: list[str] | None = None) -> int:
     parser = ArgumentParser(description=__doc__)
     add_arguments(parser, default_config=str(FROZENLAKE.config_path()))
-    parser.add_argument("--data-dir", default=os.environ.get("FROZENLAKE_DATA_DIR", FROZENLAKE.data["train"]),
-                        help="folder with train.parquet and test.parquet, from scripts/get_frozenlake_data.py "
-                             "(env FROZENLAKE_DATA_DIR; default: %(default)s)")
+    parser.add_argument("--data-dir", help="folder with train.parquet and test.parquet, from "
+                                           "scripts/get_frozenlake_data.py (default: env FROZENLAKE_DATA_DIR, "
+                                           f"else {FROZENLAKE.data['train']})")
     args = parser.parse_args(argv)
-    return launch(args, FROZENLAKE.workflow_path, FROZENLAKE.judge_path,
-                  data={"train": args.data_dir, "eval": args.data_dir}, check_data=FROZENLAKE.check_data)
+    example = FROZENLAKE
+    if args.data_dir is None and os.environ.get("FROZENLAKE_DATA_DIR"):
+        args.data_dir = os.environ["FROZENLAKE_DATA_DIR"]
+        # a missing folder is then blamed on the variable that named it
+        example = replace(FROZENLAKE, data_flags=dict.fromkeys(FROZENLAKE.data_flags, "FROZENLAKE_DATA_DIR"))
+    args.data_dir = args.data_dir or FROZENLAKE.data["train"]
+    return launch(args, example.workflow_path, example.judge_path,
+                  data={"train": args.data_dir, "eval": args.data_dir}, check_data=example.check_data)
 
 
 if __name__ == "__main__":

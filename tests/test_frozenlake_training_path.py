@@ -74,6 +74,16 @@ def test_on_eight_gpus_the_dry_run_keeps_upstreams_layout(frozenlake_data, tmp_p
     assert "Ulysses sequence parallel 2" in out and "adapted to this machine: nothing" in out
 
 
+def test_a_data_folder_from_the_environment_that_is_missing_is_blamed_on_the_variable(tmp_path, capsys,
+                                                                                      monkeypatch):
+    monkeypatch.setenv("FROZENLAKE_DATA_DIR", str(tmp_path / "nowhere"))
+    with pytest.raises(SystemExit):
+        frozenlake_main.main(["--dry-run", "--checkpoint-dir", str(tmp_path / "ckpt")])
+    assert capsys.readouterr().err.startswith(
+        f"error: {tmp_path / 'nowhere'}: no such folder (the training taskset frozenlake_train, split 'train'; "
+        f"FROZENLAKE_DATA_DIR sets its folder)")
+
+
 @pytest.mark.parametrize("folder", ["missing", "empty"])
 def test_a_dry_run_without_the_data_fails_naming_the_flag(folder, tmp_path, capsys):
     data = tmp_path / "frozenlak"  # a typo'd folder
