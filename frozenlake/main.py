@@ -26,12 +26,11 @@ def main(argv: list[str] | None = None) -> int:
                                            "scripts/get_frozenlake_data.py (default: env FROZENLAKE_DATA_DIR, "
                                            f"else {FROZENLAKE.data['train']})")
     args = parser.parse_args(argv)
-    example = FROZENLAKE
-    if args.data_dir is None and os.environ.get("FROZENLAKE_DATA_DIR"):
-        args.data_dir = os.environ["FROZENLAKE_DATA_DIR"]
-        # a missing folder is then blamed on the variable that named it
-        example = replace(FROZENLAKE, data_flags=dict.fromkeys(FROZENLAKE.data_flags, "FROZENLAKE_DATA_DIR"))
-    args.data_dir = args.data_dir or FROZENLAKE.data["train"]
+    example, from_env = FROZENLAKE, os.environ.get("FROZENLAKE_DATA_DIR")
+    if args.data_dir is None:
+        args.data_dir = from_env or FROZENLAKE.data["train"]
+        if from_env:  # a missing folder is then blamed on the variable that named it
+            example = replace(FROZENLAKE, data_flags=dict.fromkeys(FROZENLAKE.data_flags, "FROZENLAKE_DATA_DIR"))
     return launch(args, example.workflow_path, example.judge_path,
                   data={"train": args.data_dir, "eval": args.data_dir}, check_data=example.check_data)
 

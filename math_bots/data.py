@@ -148,8 +148,8 @@ def hub_unreachable() -> str | None:
     """Why the hub cannot be reached from here (its host name does not resolve), or None: where it resolves,
     and under HF_HUB_OFFLINE, with which the hub libraries read only their local copies, at once.
 
-    Offline, huggingface_hub retries each request for about 24 s before it gives up; a host name that
-    does not resolve will not start resolving within those retries, so the callers stop at once.
+    Offline, huggingface_hub retries each request several times, waiting longer each time, before it gives up;
+    a host name that does not resolve will not start resolving within those retries, so the callers stop at once.
     """
     from urllib.parse import urlparse
 

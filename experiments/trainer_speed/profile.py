@@ -56,23 +56,22 @@ def waits_by_caller(waits: list, events: list) -> Counter:
             orphans.append(wait)
         else:
             counts[caller(wait)] += 1
+    if not orphans:
+        return counts
     frames = [e for e in events if PYTHON_FRAME.search(e.name)]
-    if orphans and frames:
-        thread = Counter(e.thread for e in frames).most_common(1)[0][0]
-        ours = [e for e in frames if e.thread == thread and not e.name.startswith("torch/")]
-        # one sweep in time order: the frames still open at an event are nested, the innermost last
-        timeline = sorted([(e.time_range.start, 0, i) for i, e in enumerate(ours)]
-                          + [(w.time_range.start, 1, i) for i, w in enumerate(orphans)])
-        open_frames = []
-        for start, is_wait, i in timeline:
-            while open_frames and open_frames[-1].time_range.end <= start:
-                open_frames.pop()
-            if is_wait:
-                counts[open_frames[-1].name if open_frames else "unknown"] += 1
-            else:
-                open_frames.append(ours[i])
-    elif orphans:
-        counts["unknown"] += len(orphans)
+    thread = Counter(e.thread for e in frames).most_common(1)[0][0] if frames else None
+    ours = [e for e in frames if e.thread == thread and not e.name.startswith("torch/")]
+    # one sweep in time order: the frames still open at an event are nested, the innermost last
+    timeline = sorted([(e.time_range.start, 0, i) for i, e in enumerate(ours)]
+                      + [(w.time_range.start, 1, i) for i, w in enumerate(orphans)])
+    open_frames = []
+    for start, is_wait, i in timeline:
+        while open_frames and open_frames[-1].time_range.end <= start:
+            open_frames.pop()
+        if is_wait:
+            counts[open_frames[-1].name if open_frames else "unknown"] += 1
+        else:
+            open_frames.append(ours[i])
     return counts
 
 
