@@ -235,7 +235,9 @@ def test_the_report_counts_the_templates_each_selector_drew_from(tmp_path):
 def test_bad_flags_are_refused_before_anything_starts(tmp_path, gsm_data, capsys):
     model = config_only_model(tmp_path / "model")
     (tmp_path / "weights.bin").write_text("")
-    for argv, message in [(["--out", str(tmp_path)], "MODEL, --selector: required unless --report-only"),
+    for argv, message in [(["--out", str(tmp_path)],
+                           "MODEL, --selector: required unless --report-only or --before-only"),
+                          (["--out", str(tmp_path), "--before-only"], "MODEL: required with --before-only"),
                           ([str(model), "--selector", "random", "--out", str(tmp_path)],
                            "--steps, --minutes: give one, or both"),
                           ([str(tmp_path / "none"), "--selector", "random", "--steps", "1", "--out", str(tmp_path)],
@@ -319,13 +321,16 @@ def test_the_whole_script_runs_both_selectors_with_a_fixture_server_and_recorded
     monkeypatch.setattr(comparison, "require_cuda", lambda what: None)  # the fixtures stand in for the GPU
     monkeypatch.chdir(REPO)  # the evaluation runs scripts/evaluate.py by its path in the repo
     out = tmp_path / "bots"
+    parsers = ("--enable-auto-tool-choice", "--tool-call-parser", "hermes", "--reasoning-parser", "deepseek_r1")
+    assert comparison.main([str(model), "--out", str(out), "--data", str(gsm_data), "--repeats", "1",
+                            "--before-only"]) == 0  # the starting model's evaluation, in a hold of its own
+    assert served == [(model, parsers)] and not launched and (out / "before" / "episodes.jsonl").is_file()
     for selector in ("random", "difficulty"):
         assert comparison.main([str(model), "--selector", selector, "--out", str(out), "--data", str(gsm_data),
                                 "--steps", "2", "--repeats", "1"]) == 0
-    parsers = ("--enable-auto-tool-choice", "--tool-call-parser", "hermes", "--reasoning-parser", "deepseek_r1")
     trained = [out / s / "checkpoints" / "AgentScope-MathBOTS" / f"math-{s}" / "global_step_2" / "actor" /
                "huggingface" for s in ("random", "difficulty")]
-    assert served == [(model, parsers), (trained[0], parsers), (trained[1], parsers)]  # one evaluation before
+    assert served == [(model, parsers), (trained[0], parsers), (trained[1], parsers)]  # before/ reused
     assert [c[c.index("--config") + 1] for c in launched] == ["configs/config_random.yaml",
                                                               "configs/config_difficulty.yaml"]
     result = json.loads((out / "comparison.json").read_text())

@@ -11,6 +11,7 @@ from math_bots.example import MATH
 from rftkit.cli import ArgumentParser, above, at_least
 from rftkit.files import check_writable
 from rftkit.inputs import reports_input_errors
+from rftkit.inputs.model_path import check_model
 from runkit.commands import evaluate_command, launch_command
 from runkit.runs import last_checkpoint
 from runkit.serving import engine_flags, model_folder, thinks, vllm_server
@@ -87,6 +88,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-model-len", type=at_least(1), default=ONE_GPU["model.max_model_len"],
                         help="vLLM context for the evaluations (default: %(default)s)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="passed to the launcher")
+    parser.add_argument("--before-only", action="store_true",
+                        help="only evaluate the starting model into <out>/before, which later runs in <out> reuse "
+                             "(a hold of its own, so that each selector's hold is shorter)")
     parser.add_argument("--report-only", action="store_true", help="only redraw the comparison from <out>")
     args = parser.parse_args(argv)
     out = args.out.resolve()
@@ -96,9 +100,14 @@ def main(argv: list[str] | None = None) -> int:
                          f"the folders of earlier runs)")
         print(markdown(report(out, args.data.resolve(), args.features[-1])), flush=True)
         return 0
-    if args.model is None or args.selector is None:
-        parser.error("MODEL, --selector: required unless --report-only")
-    check_model_and_length(parser, args)
+    if args.before_only:
+        if args.model is None:
+            parser.error("MODEL: required with --before-only")
+        check_model(args.model, "model", gguf=True)
+    else:
+        if args.model is None or args.selector is None:
+            parser.error("MODEL, --selector: required unless --report-only or --before-only")
+        check_model_and_length(parser, args)
     data = args.data.resolve()
     for split in ("train", "test"):
         if not (data / f"{split}.parquet").is_file():
@@ -115,6 +124,9 @@ def main(argv: list[str] | None = None) -> int:
         with vllm_server(model, model, out / "serve_before.log", args.max_model_len, flags) as url:
             run_step(evaluate_command(url, data, out / "before", args.repeats, max_tokens, task="math"),
                      out / "eval_before.log", check=True)
+    if args.before_only:
+        log(f"done in {time.time() - started:.0f} s: {out}/before")
+        return 0
     run_dir = out / args.selector
     run_dir.mkdir(exist_ok=True)
     log(f"training with the {args.selector} selector")
