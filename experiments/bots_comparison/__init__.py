@@ -1,5 +1,6 @@
 """BOTS against random with a real model on one GPU: the same training twice, then compared.
 
+    python -m experiments.bots_comparison MODEL --before-only --out outputs/bots
     python -m experiments.bots_comparison MODEL --selector random --out outputs/bots --minutes 20
     python -m experiments.bots_comparison MODEL --selector difficulty --out outputs/bots --minutes 20
     python -m experiments.bots_comparison --report-only --out outputs/bots
@@ -19,7 +20,8 @@ get Trinity's `pass_rate_calculator` operator (the BOTS config has it already; t
 ignores its feedback): its `selection/valid_ratio`, the share of a step's tasks whose rollouts
 neither all failed nor all succeeded, is the effective-task ratio, the tasks GRPO learns from.
 
-A call, in order: (1) the base model on the test split, once, into <out>/before; (2) training for
+A call, in order: (1) the base model on the test split, once, into <out>/before (`--before-only` stops
+there, so that where a GPU is lent in short holds, the selectors' holds need not pay for it); (2) training for
 `--minutes` (or `--steps`) into <out>/<selector>, with Trinity evaluating the policy on the test split
 every `--eval-every` steps through the run's own engine; (3) its last checkpoint on the test split, into
 <out>/<selector>/after; (4) the report over every run there is (`report.py`):
