@@ -98,6 +98,7 @@ def test_a_profiled_step_says_where_the_host_waited(runs):
     for setting, result in runs.items():
         profile = result["profile"]
         assert profile["profiled step (s)"] > 0 and profile["GPU busy share"] is None  # no GPU here
+        assert profile["GPU idle by function (ms)"] == {}
         assert profile["waits for the GPU"] >= sum(profile["waits by function"].values()) > 0, setting  # the top ones
         assert any("verl/" in where for where in profile["waits by function"]), profile["waits by function"]
         assert "aten::mm" in profile["host ops by self time (ms)"] or "aten::addmm" in profile[
@@ -157,7 +158,49 @@ def test_the_gpu_idle_share_of_a_timed_step_comes_from_the_profiled_steps_gpu_ti
     assert idle_in_timed_steps(result) == "20% to 50%"
     assert idle_in_timed_steps({**result, "timed steps": timed[:1]}) == "20%"
     row = profile_table({"math": {"settings": {"liger": result}}})[-1]
-    assert row == "| math | liger | 3.00 | 1.00 s (33%) | 20% to 50% | 2 (0.10 s) | verl/x.py(1): f (2) |"
+    assert row == "| math | liger | 3.00 | 1.00 s (33%) | 20% to 50% | 2 (0.10 s) | verl/x.py(1): f (2) | - |"
+    idle = {"verl/y.py(5): g": 412.4, "verl/z.py(9): h": 3.0}
+    row = profile_table({"math": {"settings": {"liger": {**result, "profile": {
+        **profile, "GPU idle by function (ms)": idle}}}}})[-1]
+    assert row.endswith("| verl/x.py(1): f (2) | verl/y.py(5): g (412); verl/z.py(9): h (3) |")
+
+
+def test_the_gpu_idle_time_goes_to_the_function_the_host_was_in_meanwhile():
+    """A real CPU profile, with its matrix products standing in for the GPU's kernels: the time between them goes
+    to what the host ran then, the sleep most of all; time outside the step's Python calls counts for nothing."""
+    import time
+
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    from experiments.trainer_speed.profile import busy_seconds, idle_by_caller
+
+    def launch(x):
+        for _ in range(4):
+            x = x @ x
+        return x
+
+    def prepare_on_the_host():
+        time.sleep(0.03)
+
+    def step():
+        x = torch.eye(256)
+        launch(x)
+        prepare_on_the_host()
+        launch(x)
+
+    with profile(activities=[ProfilerActivity.CPU], with_stack=True) as prof:
+        step()
+    events = prof.events()
+    kernels = [(e.time_range.start, e.time_range.end) for e in events if e.name == "aten::mm"]
+    assert len(kernels) == 8
+    idle = idle_by_caller(kernels, events)
+    frames = [e for e in events if e.name.endswith(": step")]
+    window = (frames[0].time_range.end - frames[0].time_range.start) / 1e6
+    top, seconds = idle.most_common(1)[0]
+    assert top.endswith("prepare_on_the_host") and 0.03 <= seconds < window
+    assert sum(idle.values()) == pytest.approx(window - busy_seconds(kernels) / 1e6, rel=0.02)
+    assert idle_by_caller([], events) == {} and idle_by_caller(kernels, []) == {}
 
 
 def test_report_only_writes_the_table_and_picture_again_from_the_summary(runs, tmp_path, capsys):

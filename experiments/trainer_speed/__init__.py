@@ -18,6 +18,6 @@ pass, MFU against `settings.PEAK_FLOPS`, peak memory, the sync's seconds, and ea
 `before` and to the ceiling. A packed setting whose first reference log-probs are more than
 `settings.LOGPROB_TOLERANCE` from `sdpa-blocks`' on average fails the run (exit 1), as does any
 setting that fails. With `--profile`, each setting runs one more step under PyTorch's profiler
-(`profile.py`): how much of the step the GPU was busy, and so how long it idled in the timed steps, and
-where the host stopped to wait for it.
+(`profile.py`): how much of the step the GPU was busy, and so how long it idled in the timed steps,
+where the host stopped to wait for it, and which functions the host was in while the GPU idled.
 """

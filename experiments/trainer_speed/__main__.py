@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="build the architectures with this many layers (default: the published depth)")
     parser.add_argument("--profile", action="store_true",
                         help="after the timed steps, one more under PyTorch's profiler: the GPU's busy share of a "
-                             "step, and where the host waited for the GPU")
+                             "step, where the host waited for the GPU, and what it ran while the GPU idled")
     parser.add_argument("--report-only", action="store_true",
                         help="only write the table and the picture again from <out>/summary.json")
     parser.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)  # SETTING|ceiling EXAMPLE [BUDGET]

@@ -1,5 +1,6 @@
-"""Where a trainer step's time goes, from one step under PyTorch's profiler: how much of it the GPU was busy, and
-how often the host stopped to wait for the GPU, and in which function.
+"""Where a trainer step's time goes, from one step under PyTorch's profiler: how much of it the GPU was busy, how
+often the host stopped to wait for the GPU and in which function, and which functions the host was in while the
+GPU had nothing to run.
 
 A step whose GPU is busy for most of its wall time is bound by the GPU, and runs the same on a busy host. Each
 wait for the GPU (`.item()`, a copy to the CPU) empties its queue: the GPU then idles until the host has launched
@@ -43,36 +44,61 @@ def caller(event) -> str:
     return "unknown"
 
 
+def step_frames(events: list) -> list:
+    """The Python calls outside torch on the thread that ran the step's Python (the one with the most calls)."""
+    frames = [e for e in events if PYTHON_FRAME.search(e.name)]
+    if not frames:
+        return []
+    thread = Counter(e.thread for e in frames).most_common(1)[0][0]
+    return [e for e in frames if e.thread == thread and not e.name.startswith("torch/")]
+
+
+def innermost_at(frames: list, times: list[float]) -> list[str]:
+    """For each of `times` (the profiler's microseconds), the innermost of `frames` running then ("unknown": none)."""
+    names, open_frames = ["unknown"] * len(times), []
+    # one sweep in time order: the frames still open at a time are nested, the innermost last
+    for start, is_time, i in sorted([(e.time_range.start, 0, i) for i, e in enumerate(frames)]
+                                    + [(t, 1, i) for i, t in enumerate(times)]):
+        while open_frames and open_frames[-1].time_range.end <= start:
+            open_frames.pop()
+        if is_time:
+            names[i] = open_frames[-1].name if open_frames else "unknown"
+        else:
+            open_frames.append(frames[i])
+    return names
+
+
 def waits_by_caller(waits: list, events: list) -> Counter:
     """How many of `waits` each function asked for (`caller`).
 
     On a GPU the profiler files the CUDA runtime's sync calls under a thread of their own, with no parent (they
     launch nothing that would link them to the op that made them). Such a wait goes to the innermost Python
-    function outside torch, on the thread that ran the step's Python, whose time range holds the wait's start.
+    function outside torch, on the thread that ran the step's Python, running when the wait began.
     """
-    counts, orphans = Counter(), []
-    for wait in waits:
-        if wait.cpu_parent is None:
-            orphans.append(wait)
-        else:
-            counts[caller(wait)] += 1
-    if not orphans:
-        return counts
-    frames = [e for e in events if PYTHON_FRAME.search(e.name)]
-    thread = Counter(e.thread for e in frames).most_common(1)[0][0] if frames else None
-    ours = [e for e in frames if e.thread == thread and not e.name.startswith("torch/")]
-    # one sweep in time order: the frames still open at an event are nested, the innermost last
-    timeline = sorted([(e.time_range.start, 0, i) for i, e in enumerate(ours)]
-                      + [(w.time_range.start, 1, i) for i, w in enumerate(orphans)])
-    open_frames = []
-    for start, is_wait, i in timeline:
-        while open_frames and open_frames[-1].time_range.end <= start:
-            open_frames.pop()
-        if is_wait:
-            counts[open_frames[-1].name if open_frames else "unknown"] += 1
-        else:
-            open_frames.append(ours[i])
+    counts = Counter(caller(w) for w in waits if w.cpu_parent is not None)
+    orphans = [w.time_range.start for w in waits if w.cpu_parent is None]
+    if orphans:
+        counts.update(innermost_at(step_frames(events), orphans))
     return counts
+
+
+def idle_by_caller(on_gpu: list[tuple[float, float]], events: list) -> Counter:
+    """Seconds the GPU had nothing to run, from the step's first Python call to its last, by the function the
+    host was in halfway through each such gap: the parts of the step that the host, not the GPU, holds up.
+    `on_gpu`: the (start, end) of the GPU's kernels and copies, in the profiler's microseconds."""
+    frames = step_frames(events)
+    if not frames or not on_gpu:
+        return Counter()
+    begin, end = min(e.time_range.start for e in frames), max(e.time_range.end for e in frames)
+    gaps, reach = [], begin
+    for start, stop in [*sorted(on_gpu), (end, end)]:
+        if min(start, end) > reach:
+            gaps.append((reach, min(start, end)))
+        reach = max(reach, stop)
+    seconds = Counter()
+    for name, (start, stop) in zip(innermost_at(frames, [(a + b) / 2 for a, b in gaps]), gaps):
+        seconds[name] += (stop - start) / 1e6
+    return seconds
 
 
 def profiled(timed_call) -> tuple[object, dict]:
@@ -91,8 +117,8 @@ def profiled(timed_call) -> tuple[object, dict]:
     events = prof.events()
     waits = [e for e in events if e.name in (WAITS_ON_GPU if cuda else WAITS_ON_CPU)]
     # kernels and copies on the GPU; none where the profiler could not trace it (CUPTI missing): no share then
-    on_gpu = [(e.time_range.start / 1e6, e.time_range.end / 1e6) for e in events if e.device_type == DeviceType.CUDA]
-    busy = busy_seconds(on_gpu) if on_gpu else None
+    on_gpu = [(e.time_range.start, e.time_range.end) for e in events if e.device_type == DeviceType.CUDA]
+    busy = busy_seconds(on_gpu) / 1e6 if on_gpu else None
     host = sorted((a for a in prof.key_averages() if not python_frame(a.key)),
                   key=lambda a: a.self_cpu_time_total, reverse=True)[:TOP]
     return result, {
@@ -101,6 +127,8 @@ def profiled(timed_call) -> tuple[object, dict]:
         "waits for the GPU": len(waits),
         "waiting (s)": sum(e.time_range.elapsed_us() for e in waits) / 1e6,
         "waits by function": dict(waits_by_caller(waits, events).most_common(TOP)),
+        "GPU idle by function (ms)": {name: seconds * 1000
+                                      for name, seconds in idle_by_caller(on_gpu, events).most_common(TOP)},
         "host ops by self time (ms)": {a.key: a.self_cpu_time_total / 1000 for a in host},
     }
 

@@ -8,6 +8,7 @@ from experiments.trainer_speed.settings import LOGPROB_TOLERANCE, REFERENCE_SETT
 from runkit.examples import EXAMPLES
 
 GAP = f"log-prob gap to {REFERENCE_SETTING}"
+IDLE_TOP = 4  # functions named in the table's idle column
 
 
 def logprob_gap(a: list[float], b: list[float]) -> dict:
@@ -107,17 +108,20 @@ def profile_table(summary: dict) -> list[str]:
         for setting, r in summary[example]["settings"].items():
             p = r.get("profile")
             if p and "error" in p:
-                rows.append(f"| {example} | {setting} | {p['error']} ||||||")
+                rows.append(f"| {example} | {setting} | {p['error']} |||||||")
             elif p:
                 busy, idle = ("-", "-") if p["GPU busy (s)"] is None else (
                     f"{p['GPU busy (s)']:.2f} s ({p['GPU busy share']:.0%})", idle_in_timed_steps(r))
                 waits = "; ".join(f"{where} ({n})" for where, n in p["waits by function"].items())
+                idle_under = "; ".join(f"{where} ({ms:.0f})" for where, ms in
+                                       list(p.get("GPU idle by function (ms)", {}).items())[:IDLE_TOP])
                 rows.append(f"| {example} | {setting} | {p['profiled step (s)']:.2f} | {busy} | {idle} | "
-                            f"{p['waits for the GPU']} ({p['waiting (s)']:.2f} s) | {waits or '-'} |")
+                            f"{p['waits for the GPU']} ({p['waiting (s)']:.2f} s) | {waits or '-'} | "
+                            f"{idle_under or '-'} |")
     return ["", "One step under the profiler (slower than the timed ones, on the host only):", "",
             "| example | setting | step (s) | GPU busy | GPU idle in the timed steps | host waits for the GPU "
-            "(s waiting) | waits by function |",
-            "|---|---|---|---|---|---|---|", *rows] if rows else []
+            "(s waiting) | waits by function | the GPU idle while the host ran (ms) |",
+            "|---|---|---|---|---|---|---|---|", *rows] if rows else []
 
 
 def plot(summary: dict, path: Path) -> None:
