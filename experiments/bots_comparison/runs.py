@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     for split in ("train", "test"):
         if not (data / f"{split}.parquet").is_file():
             parser.error(f"--data {data}: no {split}.parquet (scripts/prepare_math_data.py --source gsm-symbolic)")
-    require_cuda("serving and training the model")
+    require_cuda("serving the model" if args.before_only else "serving and training the model")
     check_writable(out, "--out")
     out.mkdir(parents=True, exist_ok=True)
     started = time.time()
