@@ -261,6 +261,27 @@ def test_the_trainer_levers_reach_verls_model_config(example, setting, liger, ch
         assert (model.get("fused_kernel_options") or {}).get("impl_backend") == fused
 
 
+@pytest.mark.parametrize("example,setting,fused", [("math", "liger-fused-no-reshard", True),
+                                                  ("frozenlake", "liger-no-reshard", False)])
+def test_the_no_reshard_settings_keep_the_actors_gathered_weights_and_nothing_else(example, setting, fused,
+                                                                                  tiny_model, tmp_path):
+    """FSDP2's reshard_after_forward reaches verl's actor engine, off, and only there: the reference model and the
+    rest of the default stay as they are."""
+    from trinity.trainer.verl.config import build_verl_config
+
+    from experiments.trainer_speed.settings import trinity_config
+
+    default = "liger-fused" if fused else "liger"
+    built = {s: build_verl_config(trinity_config(example, tiny_model, tmp_path, s)) for s in (setting, default)}
+    assert built[setting].actor.fsdp_config.reshard_after_forward is False
+    assert built[default].actor.fsdp_config.reshard_after_forward is True
+    assert built[setting].ref.fsdp_config.reshard_after_forward is True
+    assert built[setting].model.get("use_liger") is True
+    assert built[setting].model.get("use_fused_kernels", False) is fused
+    built[setting].actor.fsdp_config.reshard_after_forward = True
+    assert built[setting] == built[default]
+
+
 @pytest.mark.parametrize("example,setting,tokens", [
     # the math configs' budget stands only with the fused kernel; without it, what the logits held whole allow
     ("math", "liger-fused", 49152), ("math", "liger", 24576), ("math", "varlen", 24576), ("math", "liger-48k", 49152),

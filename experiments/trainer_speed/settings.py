@@ -13,6 +13,9 @@ from runkit.examples import EXAMPLES
 REF_OFFLOAD_KEY = "trainer.trainer_config.ref.fsdp_config.param_offload"  # rftkit.trainer.ref_model reads it
 # verl's model switches, as Trinity-RFT 0.6.0 merges trainer_config's flat `model` section into verl's config
 CHECKPOINTING_KEY = "trainer.trainer_config.model.enable_gradient_checkpointing"
+# FSDP2's `reshard_after_forward` for the actor (Trinity-RFT 0.6.0 sets it true): false keeps each layer's gathered
+# bf16 weights from its forward to its backward, so the recompute and the backward do not gather them again
+RESHARD_KEY = "trainer.trainer_config.actor.fsdp_config.reshard_after_forward"
 # verl's fused log-prob kernel on Triton; with liger, the math configs' trainer
 FUSED = {FUSED_KEY: True, FUSED_BACKEND_KEY: "triton"}
 LIGER_FUSED = {LIGER_KEY: True, **FUSED}
@@ -49,6 +52,12 @@ SETTINGS = {
     # liger with verl's fused log-probs (Triton): the math configs' trainer; liger alone at the math configs'
     # budget, which it fits without the fused kernel
     "liger-fused": dict(attn="varlen", old_setup=False, sync=False, overrides=LIGER_FUSED),
+    # each default without the actor's second weight gathering per layer (RESHARD_KEY): one rank holds the whole
+    # model anyway, so what it costs is one bf16 copy of the weights
+    "liger-fused-no-reshard": dict(attn="varlen", old_setup=False, sync=False,
+                                   overrides={**LIGER_FUSED, RESHARD_KEY: False}),
+    "liger-no-reshard": dict(attn="varlen", old_setup=False, sync=False,
+                             overrides={LIGER_KEY: True, RESHARD_KEY: False}),
     "liger-48k": dict(attn="varlen", old_setup=False, sync=False,
                       overrides={LIGER_KEY: True, "trainer.max_token_len_per_gpu": 49152}),
     # the fused log-probs with each decoder layer compiled instead of liger's layers (rftkit.trainer.layer_levers,
