@@ -282,6 +282,19 @@ def test_the_no_reshard_settings_keep_the_actors_gathered_weights_and_nothing_el
     assert built[setting] == built[default]
 
 
+def test_the_fused_adamw_setting_reaches_verls_optimizer_and_nothing_else(tiny_model, tmp_path):
+    from trinity.trainer.verl.config import build_verl_config
+
+    from experiments.trainer_speed.settings import trinity_config
+
+    built = {s: build_verl_config(trinity_config("math", tiny_model, tmp_path, s))
+             for s in ("liger-fused-adamw", "liger-fused")}
+    assert built["liger-fused-adamw"].actor.optim.override_optimizer_config == {"fused": True}
+    assert built["liger-fused"].actor.optim.override_optimizer_config is None
+    built["liger-fused-adamw"].actor.optim.override_optimizer_config = None
+    assert built["liger-fused-adamw"] == built["liger-fused"]
+
+
 @pytest.mark.parametrize("example,setting,tokens", [
     # the math configs' budget stands only with the fused kernel; without it, what the logits held whole allow
     ("math", "liger-fused", 49152), ("math", "liger", 24576), ("math", "varlen", 24576), ("math", "liger-48k", 49152),

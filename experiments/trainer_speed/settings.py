@@ -16,6 +16,8 @@ CHECKPOINTING_KEY = "trainer.trainer_config.model.enable_gradient_checkpointing"
 # FSDP2's `reshard_after_forward` for the actor (Trinity-RFT 0.6.0 sets it true): false keeps each layer's gathered
 # bf16 weights from its forward to its backward, so the recompute and the backward do not gather them again
 RESHARD_KEY = "trainer.trainer_config.actor.fsdp_config.reshard_after_forward"
+# keyword arguments verl adds to the actor's torch.optim.AdamW
+OPTIMIZER_ARGS_KEY = "trainer.trainer_config.actor.optim.override_optimizer_config"
 # verl's fused log-prob kernel on Triton; with liger, the math configs' trainer
 FUSED = {FUSED_KEY: True, FUSED_BACKEND_KEY: "triton"}
 LIGER_FUSED = {LIGER_KEY: True, **FUSED}
@@ -58,6 +60,9 @@ SETTINGS = {
                                    overrides={**LIGER_FUSED, RESHARD_KEY: False}),
     "liger-no-reshard": dict(attn="varlen", old_setup=False, sync=False,
                              overrides={LIGER_KEY: True, RESHARD_KEY: False}),
+    # math's default with torch's fused AdamW (one kernel over all the parameters) for its per-list foreach one
+    "liger-fused-adamw": dict(attn="varlen", old_setup=False, sync=False,
+                              overrides={**LIGER_FUSED, OPTIMIZER_ARGS_KEY: {"fused": True}}),
     "liger-48k": dict(attn="varlen", old_setup=False, sync=False,
                       overrides={LIGER_KEY: True, "trainer.max_token_len_per_gpu": 49152}),
     # the fused log-probs with each decoder layer compiled instead of liger's layers (rftkit.trainer.layer_levers,
