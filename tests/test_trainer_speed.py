@@ -117,7 +117,7 @@ def test_waits_without_a_parent_go_to_the_function_running_when_they_began():
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
-    from experiments.trainer_speed.profile import WAITS_ON_CPU, caller, waits_by_caller
+    from experiments.trainer_speed.profile import WAITS_ON_CPU, caller, step_frames, waits_by_caller
 
     def read_loss(x):
         return x.sum().item()
@@ -135,7 +135,8 @@ def test_waits_without_a_parent_go_to_the_function_running_when_they_began():
         step()
     events = prof.events()
     waits = [e for e in events if e.name in WAITS_ON_CPU and e.device_type == DeviceType.CPU]
-    expected = waits_by_caller(waits, events)
+    frames = step_frames(events)
+    expected = waits_by_caller(waits, frames)
     assert sorted(expected.values()) == [1, 3] and all(name.endswith(("read_loss", "read_count")) for name in expected)
     assert expected == Counter(caller(w) for w in waits)  # as their parents name them
 
@@ -144,7 +145,7 @@ def test_waits_without_a_parent_go_to_the_function_running_when_they_began():
         orphan = copy.copy(wait)
         orphan.cpu_parent, orphan.thread = None, -1
         orphans.append(orphan)
-    assert waits_by_caller(orphans, events) == expected
+    assert waits_by_caller(orphans, frames) == expected
     assert waits_by_caller(orphans, []) == {"unknown": 4}
 
 
@@ -173,7 +174,7 @@ def test_the_gpu_idle_time_goes_to_the_function_the_host_was_in_meanwhile():
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    from experiments.trainer_speed.profile import busy_seconds, idle_by_caller
+    from experiments.trainer_speed.profile import busy_seconds, idle_by_caller, step_frames
 
     def launch(x):
         for _ in range(4):
@@ -194,13 +195,13 @@ def test_the_gpu_idle_time_goes_to_the_function_the_host_was_in_meanwhile():
     events = prof.events()
     kernels = [(e.time_range.start, e.time_range.end) for e in events if e.name == "aten::mm"]
     assert len(kernels) == 8
-    idle = idle_by_caller(kernels, events)
-    frames = [e for e in events if e.name.endswith(": step")]
-    window = (frames[0].time_range.end - frames[0].time_range.start) / 1e6
+    idle = idle_by_caller(kernels, step_frames(events))
+    steps = [e for e in events if e.name.endswith(": step")]
+    window = (steps[0].time_range.end - steps[0].time_range.start) / 1e6
     top, seconds = idle.most_common(1)[0]
     assert top.endswith("prepare_on_the_host") and 0.03 <= seconds < window
     assert sum(idle.values()) == pytest.approx(window - busy_seconds(kernels) / 1e6, rel=0.02)
-    assert idle_by_caller([], events) == {} and idle_by_caller(kernels, []) == {}
+    assert idle_by_caller([], step_frames(events)) == {} and idle_by_caller(kernels, step_frames([])) == {}
 
 
 def test_report_only_writes_the_table_and_picture_again_from_the_summary(runs, tmp_path, capsys):

@@ -68,8 +68,8 @@ def innermost_at(frames: list, times: list[float]) -> list[str]:
     return names
 
 
-def waits_by_caller(waits: list, events: list) -> Counter:
-    """How many of `waits` each function asked for (`caller`).
+def waits_by_caller(waits: list, frames: list) -> Counter:
+    """How many of `waits` each function asked for (`caller`); `frames`: the step's (`step_frames`).
 
     On a GPU the profiler files the CUDA runtime's sync calls under a thread of their own, with no parent (they
     launch nothing that would link them to the op that made them). Such a wait goes to the innermost Python
@@ -78,15 +78,15 @@ def waits_by_caller(waits: list, events: list) -> Counter:
     counts = Counter(caller(w) for w in waits if w.cpu_parent is not None)
     orphans = [w.time_range.start for w in waits if w.cpu_parent is None]
     if orphans:
-        counts.update(innermost_at(step_frames(events), orphans))
+        counts.update(innermost_at(frames, orphans))
     return counts
 
 
-def idle_by_caller(on_gpu: list[tuple[float, float]], events: list) -> Counter:
+def idle_by_caller(on_gpu: list[tuple[float, float]], frames: list) -> Counter:
     """Seconds the GPU had nothing to run, from the step's first Python call to its last, by the function the
     host was in halfway through each such gap: the parts of the step that the host, not the GPU, holds up.
-    `on_gpu`: the (start, end) of the GPU's kernels and copies, in the profiler's microseconds."""
-    frames = step_frames(events)
+    `on_gpu`: the (start, end) of the GPU's kernels and copies, in the profiler's microseconds; `frames`: the
+    step's (`step_frames`)."""
     if not frames or not on_gpu:
         return Counter()
     begin, end = min(e.time_range.start for e in frames), max(e.time_range.end for e in frames)
@@ -119,6 +119,7 @@ def profiled(timed_call) -> tuple[object, dict]:
     # kernels and copies on the GPU; none where the profiler could not trace it (CUPTI missing): no share then
     on_gpu = [(e.time_range.start, e.time_range.end) for e in events if e.device_type == DeviceType.CUDA]
     busy = busy_seconds(on_gpu) / 1e6 if on_gpu else None
+    frames = step_frames(events)
     host = sorted((a for a in prof.key_averages() if not python_frame(a.key)),
                   key=lambda a: a.self_cpu_time_total, reverse=True)[:TOP]
     return result, {
@@ -126,9 +127,9 @@ def profiled(timed_call) -> tuple[object, dict]:
         "GPU busy (s)": busy, "GPU busy share": None if busy is None else busy / seconds,
         "waits for the GPU": len(waits),
         "waiting (s)": sum(e.time_range.elapsed_us() for e in waits) / 1e6,
-        "waits by function": dict(waits_by_caller(waits, events).most_common(TOP)),
-        "GPU idle by function (ms)": {name: seconds * 1000
-                                      for name, seconds in idle_by_caller(on_gpu, events).most_common(TOP)},
+        "waits by function": dict(waits_by_caller(waits, frames).most_common(TOP)),
+        "GPU idle by function (ms)": {name: idle * 1000
+                                      for name, idle in idle_by_caller(on_gpu, frames).most_common(TOP)},
         "host ops by self time (ms)": {a.key: a.self_cpu_time_total / 1000 for a in host},
     }
 
