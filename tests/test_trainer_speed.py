@@ -262,38 +262,28 @@ def test_the_trainer_levers_reach_verls_model_config(example, setting, liger, ch
         assert (model.get("fused_kernel_options") or {}).get("impl_backend") == fused
 
 
-@pytest.mark.parametrize("example,setting,fused", [("math", "liger-fused-no-reshard", True),
-                                                  ("frozenlake", "liger-no-reshard", False)])
-def test_the_no_reshard_settings_keep_the_actors_gathered_weights_and_nothing_else(example, setting, fused,
-                                                                                  tiny_model, tmp_path):
-    """FSDP2's reshard_after_forward reaches verl's actor engine, off, and only there: the reference model and the
-    rest of the default stay as they are."""
+@pytest.mark.parametrize("example,setting,default,key,value,default_value", [
+    ("math", "liger-fused-no-reshard", "liger-fused", "actor.fsdp_config.reshard_after_forward", False, True),
+    ("frozenlake", "liger-no-reshard", "liger", "actor.fsdp_config.reshard_after_forward", False, True),
+    ("math", "liger-fused-adamw", "liger-fused", "actor.optim.override_optimizer_config", {"fused": True}, None)])
+def test_a_host_lever_reaches_its_one_verl_key_and_nothing_else(example, setting, default, key, value,
+                                                                default_value, tiny_model, tmp_path):
+    """Each host lever is its default with one key of verl's actor config changed: the reference model, liger and
+    the fused kernel stay as the default has them."""
+    from omegaconf import OmegaConf
     from trinity.trainer.verl.config import build_verl_config
 
     from experiments.trainer_speed.settings import trinity_config
 
-    default = "liger-fused" if fused else "liger"
     built = {s: build_verl_config(trinity_config(example, tiny_model, tmp_path, s)) for s in (setting, default)}
-    assert built[setting].actor.fsdp_config.reshard_after_forward is False
-    assert built[default].actor.fsdp_config.reshard_after_forward is True
-    assert built[setting].ref.fsdp_config.reshard_after_forward is True
+    assert OmegaConf.select(built[setting], key) == value
+    assert OmegaConf.select(built[default], key) == default_value
+    if key.endswith("reshard_after_forward"):
+        assert built[setting].ref.fsdp_config.reshard_after_forward is True
     assert built[setting].model.get("use_liger") is True
-    assert built[setting].model.get("use_fused_kernels", False) is fused
-    built[setting].actor.fsdp_config.reshard_after_forward = True
+    assert built[setting].model.get("use_fused_kernels", False) is (example == "math")
+    OmegaConf.update(built[setting], key, default_value, merge=False)
     assert built[setting] == built[default]
-
-
-def test_the_fused_adamw_setting_reaches_verls_optimizer_and_nothing_else(tiny_model, tmp_path):
-    from trinity.trainer.verl.config import build_verl_config
-
-    from experiments.trainer_speed.settings import trinity_config
-
-    built = {s: build_verl_config(trinity_config("math", tiny_model, tmp_path, s))
-             for s in ("liger-fused-adamw", "liger-fused")}
-    assert built["liger-fused-adamw"].actor.optim.override_optimizer_config == {"fused": True}
-    assert built["liger-fused"].actor.optim.override_optimizer_config is None
-    built["liger-fused-adamw"].actor.optim.override_optimizer_config = None
-    assert built["liger-fused-adamw"] == built["liger-fused"]
 
 
 @pytest.mark.parametrize("example,setting,tokens", [
