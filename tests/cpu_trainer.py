@@ -9,7 +9,9 @@ RESULT.json maps each to its result.
 verl and Trinity assume a GPU in a few places that have nothing to do with what is tested here (the
 attention, the log-probs, the weight hand-over); the shims below stand in for those, and only those:
 verl registers its FSDP engine for cuda and npu only, Trinity asks the GPU's compute capability,
-FSDP2's offload pins host memory, and verl reads the device's memory statistics for its logs.
+FSDP2's offload pins host memory, verl reads the device's memory statistics for its logs, FSDP1 wants
+an accelerator to put its weights on and to broadcast them from, and verl moves FSDP1's weights to
+"<device>:<id>", a name the CPU does not have.
 """
 
 import json
@@ -41,9 +43,18 @@ def shim_gpu_only_calls() -> None:
     import verl.utils.memory_utils
     import verl.workers.engine.fsdp.transformer_impl as fsdp_impl
     import verl.workers.engine_workers
+    from verl.utils.fsdp_utils import fsdp_version
     from verl.workers.engine import EngineRegistry
 
     verl.utils.memory_utils.aggressive_empty_cache = lambda *args, **kwargs: None
+    fsdp1_init = fsdp_impl.FSDP.__init__
+
+    def fsdp1_on_cpu(self, *args, **kwargs):  # one rank: nothing to broadcast
+        fsdp1_init(self, *args, **{**kwargs, "device_id": torch.device("cpu"), "sync_module_states": False})
+
+    fsdp_impl.FSDP.__init__ = fsdp1_on_cpu
+    to_gpu = fsdp_impl.load_fsdp_model_to_gpu
+    fsdp_impl.load_fsdp_model_to_gpu = lambda model: None if fsdp_version(model) == 1 else to_gpu(model)
     verl.workers.engine_workers.aggressive_empty_cache = lambda *args, **kwargs: None
     for backend in ("fsdp", "fsdp2"):
         EngineRegistry._engines["language_model"][backend]["cpu"] = fsdp_impl.FSDPEngineWithLMHead

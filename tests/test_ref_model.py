@@ -25,19 +25,20 @@ def fake_verl(seen):
     return types.SimpleNamespace(FSDPEngine=FSDPEngine)
 
 
+@pytest.mark.parametrize("strategy", ["fsdp2", "fsdp"])
 @pytest.mark.parametrize("settings,placement", [
     (dict(forward_only=True), "on the GPU"),  # the reference model
     (dict(forward_only=True, param_offload=True), "offloaded"),  # asked for by the config
     (dict(forward_only=False), "on the GPU"),  # the actor: untouched
     (dict(forward_only=False, offload_policy=True), "offloaded"),
 ])
-def test_only_a_reference_model_without_param_offload_stays_on_the_gpu(settings, placement):
+def test_only_a_reference_model_without_param_offload_stays_on_the_gpu(settings, placement, strategy):
     seen = []
     module = fake_verl(seen)
     ref_model.keep_on_gpu(module)
     ref_model.keep_on_gpu(module)  # applied twice (two hooks in one process): wrapped once
     engine = module.FSDPEngine()
-    engine.engine_config = FSDPEngineConfig(strategy="fsdp2", **settings)
+    engine.engine_config = FSDPEngineConfig(strategy=strategy, **settings)
     assert engine._build_fsdp_module("model") == "model" and seen == [placement]
     assert engine.engine_config.forward_only is settings["forward_only"], "the engine keeps its own config"
 

@@ -33,7 +33,7 @@ def runs(tiny_model, tmp_path_factory):
     """The settings in two processes at once, one per set-up (the old hook's patches, the new one's): each spends
     most of its time importing the stack, one core apiece."""
     started = []
-    for settings in ("before", "sdpa-blocks,varlen,varlen-ref-cpu"):
+    for settings in ("before", "sdpa-blocks,varlen,varlen-ref-cpu,varlen-fsdp1"):
         work = tmp_path_factory.mktemp("trainer")
         started.append((work / "result.json", subprocess.Popen(
             [sys.executable, "tests/cpu_trainer.py", settings, str(tiny_model), str(work), str(work / "result.json")],
@@ -43,7 +43,7 @@ def runs(tiny_model, tmp_path_factory):
         stdout, stderr = process.communicate(timeout=900)
         assert process.returncode == 0, f"{process.args[2]}: {stdout[-2000:]}{stderr[-4000:]}"
         results.update(json.loads(out.read_text()))
-    assert sorted(results) == ["before", "sdpa-blocks", "varlen", "varlen-ref-cpu"]
+    assert sorted(results) == ["before", "sdpa-blocks", "varlen", "varlen-fsdp1", "varlen-ref-cpu"]
     return results
 
 
@@ -75,6 +75,19 @@ def test_packed_and_padded_give_the_same_reference_log_probs(runs):
     assert packed["max"] < 0.01  # bf16 autocast on both sides
     # verl's row-by-row fallback returns bf16 log-probs: near -11, a step of 0.06 nats
     assert old["within"] is None and packed["mean"] < old["mean"] < LOGPROB_TOLERANCE
+
+
+def test_fsdp1_takes_the_same_step_and_hands_the_engine_the_same_weights(runs):
+    """verl's FSDP1 (trainer.trainer_strategy: fsdp) against FSDP2, Trinity's default: the same reference log-probs
+    and gradient, the reference model kept on the GPU by rftkit.trainer.ref_model, and a weight sync whose names
+    and shapes the engine loads as it loads FSDP2's."""
+    fsdp1, fsdp2 = runs["varlen-fsdp1"], runs["varlen"]
+    assert (fsdp1["FSDP version"], fsdp2["FSDP version"]) == (1, 2)
+    assert fsdp1["reference offloaded to the CPU"] is False
+    assert fsdp1["reference log-probs of the first step"] == fsdp2["reference log-probs of the first step"]
+    assert fsdp1["warm-up step"]["gradient norm"] == pytest.approx(fsdp2["warm-up step"]["gradient norm"], rel=1e-4)
+    assert fsdp1["weight sync names and shapes (sha256)"] == fsdp2["weight sync names and shapes (sha256)"]
+    assert fsdp1["weight sync dtypes"] == "torch.bfloat16"
 
 
 def test_a_step_is_timed_and_counted(runs):
@@ -262,28 +275,30 @@ def test_the_trainer_levers_reach_verls_model_config(example, setting, liger, ch
         assert (model.get("fused_kernel_options") or {}).get("impl_backend") == fused
 
 
-@pytest.mark.parametrize("example,setting,default,key,value,default_value", [
-    ("math", "liger-fused-no-reshard", "liger-fused", "actor.fsdp_config.reshard_after_forward", False, True),
-    ("frozenlake", "liger-no-reshard", "liger", "actor.fsdp_config.reshard_after_forward", False, True),
-    ("math", "liger-fused-adamw", "liger-fused", "actor.optim.override_optimizer_config", {"fused": True}, None)])
-def test_a_host_lever_reaches_its_one_verl_key_and_nothing_else(example, setting, default, key, value,
-                                                                default_value, tiny_model, tmp_path):
-    """Each host lever is its default with one key of verl's actor config changed: the reference model, liger and
-    the fused kernel stay as the default has them."""
+STRATEGY_KEYS = ("actor.strategy", "actor.fsdp_config.strategy", "ref.strategy", "ref.fsdp_config.strategy",
+                  "critic.strategy", "critic.fsdp.strategy")  # where Trinity-RFT 0.6.0 puts trainer_strategy
+
+
+@pytest.mark.parametrize("example,setting,default,keys,value,default_value", [
+    ("math", "liger-fused-no-reshard", "liger-fused", ["actor.fsdp_config.reshard_after_forward"], False, True),
+    ("frozenlake", "liger-no-reshard", "liger", ["actor.fsdp_config.reshard_after_forward"], False, True),
+    ("math", "liger-fused-adamw", "liger-fused", ["actor.optim.override_optimizer_config"], {"fused": True}, None),
+    ("math", "liger-fused-fsdp1", "liger-fused", STRATEGY_KEYS, "fsdp", "fsdp2"),
+    ("frozenlake", "varlen-fsdp1", "varlen", STRATEGY_KEYS, "fsdp", "fsdp2")])
+def test_a_host_lever_reaches_its_verl_keys_and_nothing_else(example, setting, default, keys, value, default_value,
+                                                             tiny_model, tmp_path):
+    """Each host lever is its default with one thing of verl's config changed, in every place verl reads it."""
     from omegaconf import OmegaConf
     from trinity.trainer.verl.config import build_verl_config
 
     from experiments.trainer_speed.settings import trinity_config
 
     built = {s: build_verl_config(trinity_config(example, tiny_model, tmp_path, s)) for s in (setting, default)}
-    assert OmegaConf.select(built[setting], key) == value
-    assert OmegaConf.select(built[default], key) == default_value
-    if key.endswith("reshard_after_forward"):
-        assert built[setting].ref.fsdp_config.reshard_after_forward is True
-    assert built[setting].model.get("use_liger") is True
-    assert built[setting].model.get("use_fused_kernels", False) is (example == "math")
-    OmegaConf.update(built[setting], key, default_value, merge=False)
-    assert built[setting] == built[default]
+    for key in keys:
+        assert OmegaConf.select(built[setting], key) == value
+        assert OmegaConf.select(built[default], key) == default_value
+        OmegaConf.update(built[setting], key, default_value, merge=False)
+    assert built[setting] == built[default]  # the reference model's keys, liger's and the fused kernel's included
 
 
 @pytest.mark.parametrize("example,setting,tokens", [

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import time
 from pathlib import Path
@@ -83,7 +85,8 @@ def run_setting(example: str, setting: str, model: Path, work: Path, steps: int,
         return {"reference log-probs (s)": ref_seconds, "update (s)": update_seconds,
                 "peak allocated (GiB)":
                     torch.cuda.max_memory_allocated() / 2 ** 30 if torch.cuda.is_available() else 0.0,
-                "verl's reported MFU of the update": metrics.get("perf/mfu/actor")}
+                "verl's reported MFU of the update": metrics.get("perf/mfu/actor"),
+                "gradient norm": metrics.get("actor/grad_norm")}
 
     tokens = sum(p + r for p, r in lengths(example))
     warm_up = step()
@@ -91,6 +94,7 @@ def run_setting(example: str, setting: str, model: Path, work: Path, steps: int,
     ref = sum(s["reference log-probs (s)"] for s in timed) / steps
     update = sum(s["update (s)"] for s in timed) / steps
     import verl.utils.torch_functional as verl_functional
+    from verl.utils.fsdp_utils import fsdp_version
 
     result = {
         "setting": setting, "attn": SETTINGS[setting]["attn"], "tokens per step": tokens, "parameters": params,
@@ -103,7 +107,11 @@ def run_setting(example: str, setting: str, model: Path, work: Path, steps: int,
         # rftkit.trainer.ref_model keeps it on the GPU
         "reference weights": "{} on {}".format(*next((p.dtype, p.device)
                                                      for p in worker.ref.engine.module.parameters())),
-        "reference offloaded to the CPU": worker.ref.engine._uses_fsdp2_cpu_offload_policy,
+        # FSDP2's offload policy, or FSDP1's CPUOffload
+        "reference offloaded to the CPU": worker.ref.engine._uses_fsdp2_cpu_offload_policy
+                                          or getattr(getattr(worker.ref.engine.module, "cpu_offload", None),
+                                                     "offload_params", False),
+        "FSDP version": fsdp_version(worker.actor.engine.module),
         "verl's log-prob fallback": f"{verl_functional.logprobs_from_logits_v2.__module__}."
                                     f"{verl_functional.logprobs_from_logits_v2.__name__}",
         "model build and load (s)": init_seconds, "warm-up step": warm_up, "timed steps": timed,
@@ -143,19 +151,23 @@ def run_setting(example: str, setting: str, model: Path, work: Path, steps: int,
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
 
-    def fetch() -> tuple[int, str, bool]:  # the engine's side: trinity/common/models/vllm_extension.py, memory sync
-        count, dtypes, views = 0, set(), None
+    def fetch() -> tuple[list, str, bool]:  # the engine's side: trinity/common/models/vllm_extension.py, memory sync
+        names, dtypes, views = [], set(), None
         for ref_ in synchronizer.get_model_state_dict_iterator.remote():
-            received = ray.get(ref_)[1]
+            name, received = ray.get(ref_)
             if views is None:  # a view of the object store: a second get maps the same memory, a copy does not
                 views = received.data_ptr() == ray.get(ref_)[1].data_ptr()
             tensor = received.to(device, non_blocking=True)
-            count, dtypes = count + 1, dtypes | {str(tensor.dtype)}
-        return count, ",".join(sorted(dtypes)), bool(views)
+            names.append([name, list(tensor.shape)])
+            dtypes.add(str(tensor.dtype))
+        return names, ",".join(sorted(dtypes)), bool(views)
 
-    (tensors, dtypes, views), engine_side = synced(fetch)
+    (names, dtypes, views), engine_side = synced(fetch)
     result.update({"weight sync: trainer upload (s)": upload, "weight sync: engine fetch (s)": engine_side,
-                   "weight sync (s)": upload + engine_side, "weight sync tensors": tensors,
+                   "weight sync (s)": upload + engine_side, "weight sync tensors": len(names),
+                   # what the engine loads by: equal across settings of one model
+                   "weight sync names and shapes (sha256)":
+                       hashlib.sha256(json.dumps(sorted(names)).encode()).hexdigest(),
                    "weight sync dtypes": dtypes, "weight sync as object-store views": views})
     ray.shutdown()
     return result
