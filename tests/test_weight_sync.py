@@ -1,4 +1,4 @@
-"""rftkit.trainer.weight_sync: the colocated weight hand-over in the engine's dtype, on an FSDP2 model on CPU."""
+"""rftkit.trainer.weight_sync: the colocated weight hand-over in the engine's dtype, on FSDP2 and FSDP1 models on CPU."""
 
 import os
 import subprocess
@@ -11,10 +11,10 @@ from rftkit.trainer import weight_sync
 
 from conftest import REPO, trinity_config_stub
 
-FSDP2_GATHER = """
-import os, torch, torch.distributed as dist
+GATHER = """
+import os, sys, torch, torch.distributed as dist
 from torch.distributed.device_mesh import init_device_mesh
-from torch.distributed.fsdp import fully_shard
+from torch.distributed.fsdp import FullyShardedDataParallel, fully_shard
 from runkit.serving import free_port
 os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
 dist.init_process_group("gloo", rank=0, world_size=1)
@@ -22,9 +22,12 @@ mesh = init_device_mesh("cpu", (1,))
 torch.manual_seed(0)
 model = torch.nn.Sequential(torch.nn.Linear(5, 4), torch.nn.Linear(4, 3))
 model.register_buffer("steps", torch.tensor([7]))
-for layer in model:
-    fully_shard(layer, mesh=mesh)
-fully_shard(model, mesh=mesh)
+if sys.argv[1] == "fsdp2":
+    for layer in model:
+        fully_shard(layer, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+else:  # verl's FSDP1: flat weights, on one rank unsharded
+    model = FullyShardedDataParallel(model, device_id=torch.device("cpu"), device_mesh=mesh)
 import trinity.trainer.verl.fsdp_engine as fsdp_engine
 original = fsdp_engine.get_fsdp_full_state_dict(model, offload_to_cpu=True, rank0_only=True)
 from rftkit.trainer.weight_sync import use_engine_dtype
@@ -39,9 +42,10 @@ dist.destroy_process_group()
 """
 
 
-def test_the_fsdp2_gather_hands_over_bf16_values_under_the_same_names():
+@pytest.mark.parametrize("strategy", ["fsdp2", "fsdp"])
+def test_the_gather_hands_over_bf16_values_under_the_same_names(strategy):
     env = {**os.environ, weight_sync.DTYPE_ENV: "bfloat16"}
-    result = subprocess.run([sys.executable, "-c", FSDP2_GATHER], cwd=REPO, capture_output=True, text=True,
+    result = subprocess.run([sys.executable, "-c", GATHER, strategy], cwd=REPO, capture_output=True, text=True,
                             timeout=300, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "same names, bf16 values, integer buffer kept" in result.stdout

@@ -41,25 +41,17 @@ SYNCHRONIZER_SENDS = ("get_model_state_dict_iterator", "get_model_state_dict")
 def full_state_dict_as(model, dtype, offload_to_cpu: bool = True, rank0_only: bool = True) -> dict:
     """verl's `get_fsdp_full_state_dict`, with floating-point tensors cast to `dtype` on the GPU.
 
-    For FSDP2 (Trinity's default) the full tensors are gathered on the GPU, then each is cast and
-    copied out in turn; other FSDP versions are gathered by verl and cast on the CPU.
+    The full tensors are gathered on the GPU (FSDP1 or FSDP2), then each is cast and copied out in turn.
     """
     import torch
-    from verl.utils.fsdp_utils import fsdp_version, get_fsdp_full_state_dict
+    from verl.utils.fsdp_utils import get_fsdp_full_state_dict
 
-    def cast(tensor):
-        return tensor.to(dtype) if tensor.is_floating_point() else tensor
-
-    if fsdp_version(model) != 2:
-        state = get_fsdp_full_state_dict(model, offload_to_cpu=offload_to_cpu, rank0_only=rank0_only)
-        return {name: cast(tensor) for name, tensor in state.items()}
-    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
-
-    state = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=False))
+    state = get_fsdp_full_state_dict(model, offload_to_cpu=False, rank0_only=rank0_only)
     keep = not rank0_only or not torch.distributed.is_initialized() or torch.distributed.get_rank() == 0
     out = {}
     for name in list(state):
-        tensor = cast(state.pop(name))  # the fp32 copy is freed as soon as its cast exists
+        tensor = state.pop(name)
+        tensor = tensor.to(dtype) if tensor.is_floating_point() else tensor  # the fp32 copy is freed once cast
         if keep:
             out[name] = tensor.cpu() if offload_to_cpu else tensor
     return out
