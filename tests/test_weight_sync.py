@@ -1,4 +1,4 @@
-"""rftkit.trainer.weight_sync: the colocated weight hand-over in the engine's dtype, on FSDP2 and FSDP1 models on CPU."""
+"""rftkit.trainer.weight_sync: the colocated weight hand-over in the engine's dtype, on FSDP2 and FSDP1 models (CPU)."""
 
 import os
 import subprocess
