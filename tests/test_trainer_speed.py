@@ -284,6 +284,7 @@ STRATEGY_KEYS = ("actor.strategy", "actor.fsdp_config.strategy", "ref.strategy",
     ("frozenlake", "liger-no-reshard", "liger", ["actor.fsdp_config.reshard_after_forward"], False, True),
     ("math", "liger-fused-adamw", "liger-fused", ["actor.optim.override_optimizer_config"], {"fused": True}, None),
     ("math", "liger-fused-fsdp1", "liger-fused", STRATEGY_KEYS, "fsdp", "fsdp2"),
+    ("frozenlake", "liger-fsdp1", "liger", STRATEGY_KEYS, "fsdp", "fsdp2"),
     ("frozenlake", "varlen-fsdp1", "varlen", STRATEGY_KEYS, "fsdp", "fsdp2")])
 def test_a_host_lever_reaches_its_verl_keys_and_nothing_else(example, setting, default, keys, value, default_value,
                                                              tiny_model, tmp_path):

@@ -67,10 +67,11 @@ SETTINGS = {
     # math's default with torch's fused AdamW (one kernel over all the parameters) for its per-list foreach one
     "liger-fused-adamw": dict(attn="varlen", old_setup=False, sync=False,
                               overrides={**LIGER_FUSED, OPTIMIZER_ARGS_KEY: {"fused": True}}),
-    # math's default, and varlen, on FSDP1 (STRATEGY_KEY), with the weight sync timed: it gathers through verl's
+    # each default, and varlen, on FSDP1 (STRATEGY_KEY), with the weight sync timed: it gathers through verl's
     # FSDP1 state dict
     "liger-fused-fsdp1": dict(attn="varlen", old_setup=False, sync=True,
                               overrides={**LIGER_FUSED, STRATEGY_KEY: "fsdp"}),
+    "liger-fsdp1": dict(attn="varlen", old_setup=False, sync=True, overrides={LIGER_KEY: True, STRATEGY_KEY: "fsdp"}),
     "varlen-fsdp1": dict(attn="varlen", old_setup=False, sync=True, overrides={STRATEGY_KEY: "fsdp"}),
     "liger-48k": dict(attn="varlen", old_setup=False, sync=False,
                       overrides={LIGER_KEY: True, "trainer.max_token_len_per_gpu": 49152}),
