@@ -5,9 +5,9 @@ verl 0.8's FSDP engine gives every forward-only model (the reference policy) FSD
 live in host memory and are copied to the GPU for every micro-batch, which is slow for a 3B model.
 In bf16 they take an eighth of what the actor keeps on the GPU anyway (fp32 weights, gradients and
 Adam's two moments), so `keep_on_gpu` builds a forward-only model without that offload when its
-`param_offload` is off. Trinity sets that from
-`trainer.param_offload`; `trainer.trainer_config.ref.fsdp_config.param_offload: true` asks for
-verl's placement for the reference model alone.
+`param_offload` is off. Trinity sets that from `trainer.param_offload`;
+`trainer.trainer_config.ref.fsdp_config.param_offload: true` asks for verl's placement for the
+reference model alone.
 """
 
 from __future__ import annotations
