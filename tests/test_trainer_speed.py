@@ -260,6 +260,7 @@ def test_the_reference_model_on_the_gpu_or_not_gives_the_same_log_probs(runs):
     ("frozenlake", "liger-fused", True, True, "triton"),
     # the math YAML asks for the fused kernel: a setting without it still runs without it
     ("math", "liger", True, True, None), ("math", "liger-fused", True, True, "triton"),
+    ("math", "liger-fused-no-ckpt", True, False, "triton"),
     ("math", "fused-compile", False, True, "triton")])
 def test_the_trainer_levers_reach_verls_model_config(example, setting, liger, checkpointing, fused, tiny_model,
                                                      tmp_path):

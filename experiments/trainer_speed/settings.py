@@ -58,6 +58,9 @@ SETTINGS = {
     # liger with verl's fused log-probs (Triton): the math configs' trainer; liger alone at the math configs'
     # budget, which it fits without the fused kernel
     "liger-fused": dict(attn="varlen", old_setup=False, sync=False, overrides=LIGER_FUSED),
+    # math's default without activation checkpointing: with the fused kernel its peak is far below the GPU's
+    "liger-fused-no-ckpt": dict(attn="varlen", old_setup=False, sync=False,
+                                overrides={**LIGER_FUSED, CHECKPOINTING_KEY: False}),
     # each default without the actor's second weight gathering per layer (RESHARD_KEY): one rank holds the whole
     # model anyway, so what it costs is one bf16 copy of the weights
     "liger-fused-no-reshard": dict(attn="varlen", old_setup=False, sync=False,
