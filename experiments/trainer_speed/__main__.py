@@ -128,8 +128,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {setting}: " + (r["error"] if "error" in r else
                   f"{r['trainer tokens/s']:,.0f} tokens/s (reference {r['reference log-probs (s)']:.1f} s, "
                   f"update {r['update (s)']:.1f} s; steps {step_spread(r)}), sync {sync}, peak "
-                  f"{r['peak allocated (GiB)']:.0f} GiB") + f" [{time.time() - started:.0f} s; host load {load:.1f} "
-                  f"on {os.cpu_count()} cores before]", flush=True)
+                  f"{r['peak allocated (GiB)']:.0f} GiB, first gradient norm {r['warm-up step']['gradient norm']:.6g}")
+                  + f" [{time.time() - started:.0f} s; host load {load:.1f} on {os.cpu_count()} cores before]",
+                  flush=True)
             if "profile" in r:
                 print(f"    {summary_line(r['profile'])}", flush=True)
             r["host load before"] = load
