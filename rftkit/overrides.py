@@ -122,6 +122,12 @@ def load_yaml(path: str | Path) -> dict:
 # same. A value in the YAML or --set is kept.
 REF_DTYPE_KEY = "trainer.trainer_config.ref.fsdp_config.model_dtype"
 REF_DTYPE = "bfloat16"
+# verl's sharding of the trainer's models: "fsdp2" (Trinity-RFT 0.6.0's default) or "fsdp" (FSDP1: each wrapped
+# layer's weights in one flat tensor, on one rank unsharded)
+STRATEGY_KEY = "trainer.trainer_strategy"
+# verl's activation checkpointing, as Trinity-RFT 0.6.0 merges trainer_config's `model` section into verl's (on
+# unless set)
+CHECKPOINTING_KEY = "trainer.trainer_config.model.enable_gradient_checkpointing"
 
 
 def place_data(config: dict, data: dict[str, str | None]) -> None:

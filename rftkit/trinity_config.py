@@ -24,7 +24,8 @@ from rftkit import trinity_plugins
 from rftkit.trainer import attention, liger
 from rftkit.trainer.import_patch import patch_on_import, source_has
 from rftkit.inputs import InputError
-from rftkit.overrides import write_yaml
+from rftkit.overrides import CHECKPOINTING_KEY, write_yaml
+from rftkit.trainer import configured
 
 PLUGIN_DIRS_ENV = "TRINITY_PLUGIN_DIRS"  # trinity.common.constants.PLUGIN_DIRS_ENV_VAR
 
@@ -276,8 +277,17 @@ def summarize(config, attention_reason: str = "", liger_reason: str = "") -> str
     lines.append(f"trainer layers  {liger.describe({'trainer': vars(config.trainer)})}")
     if liger_reason:
         lines.append(f"  chosen by     {liger_reason}")
+    lines.append(f"trainer engine  {trainer_engine(config)}")
     lines.append(f"reference model {reference_placement(config)}")
     return "\n".join(lines)
+
+
+def trainer_engine(config) -> str:
+    """verl's sharding of the trainer's models and its activation checkpointing."""
+    strategy = config.trainer.trainer_strategy
+    checkpointing = configured({"trainer": vars(config.trainer)}, CHECKPOINTING_KEY) is not False
+    return (f"verl {dict(fsdp='FSDP1', fsdp2='FSDP2').get(strategy, strategy)}, "
+            f"activation checkpointing {'on' if checkpointing else 'off'}")
 
 
 def start_up(config) -> str:

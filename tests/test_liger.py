@@ -55,6 +55,15 @@ def test_the_dry_run_says_which_layers_the_trainer_runs(frozenlake_data, tmp_pat
     assert "trainer layers  transformers' own (no liger-kernel)\n  chosen by     --liger off" in out
 
 
+@pytest.mark.parametrize("flags,said", [
+    ([], "trainer engine  verl FSDP2, activation checkpointing on"),
+    (["--set", "trainer.trainer_strategy=fsdp", "--set",
+      "trainer.trainer_config.model.enable_gradient_checkpointing=false"],
+     "trainer engine  verl FSDP1, activation checkpointing off")])
+def test_the_dry_run_says_how_verl_shards_and_checkpoints_the_trainer(flags, said, frozenlake_data, tmp_path, capsys):
+    assert said in dry_run(frozenlake_data, tmp_path, capsys, *flags).splitlines()
+
+
 @pytest.mark.parametrize("how", ["--liger on", "set in the YAML"])
 def test_a_launch_that_asks_for_missing_liger_stops_before_ray_naming_the_way_out(how, frozenlake_data, tmp_path,
                                                                                  monkeypatch):

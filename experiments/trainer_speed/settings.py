@@ -5,21 +5,15 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from rftkit.overrides import REF_DTYPE_KEY
+from rftkit.overrides import CHECKPOINTING_KEY, REF_DTYPE_KEY, STRATEGY_KEY
 from rftkit.trainer.layer_levers import CHECKPOINT_ENV, COMPILE_ENV
 from rftkit.trainer.liger import FUSED_BACKEND_KEY, FUSED_KEY, LIGER_KEY
 from runkit.examples import EXAMPLES
 
 REF_OFFLOAD_KEY = "trainer.trainer_config.ref.fsdp_config.param_offload"  # rftkit.trainer.ref_model reads it
-# verl's model switches, as Trinity-RFT 0.6.0 merges trainer_config's flat `model` section into verl's config
-CHECKPOINTING_KEY = "trainer.trainer_config.model.enable_gradient_checkpointing"
 # FSDP2's `reshard_after_forward` for the actor (Trinity-RFT 0.6.0 sets it true): false keeps each layer's gathered
 # bf16 weights from its forward to its backward, so the recompute and the backward do not gather them again
 RESHARD_KEY = "trainer.trainer_config.actor.fsdp_config.reshard_after_forward"
-# "fsdp2" (Trinity-RFT 0.6.0's default) or "fsdp": verl's FSDP1 wraps each decoder layer's weights into one flat
-# tensor, and on one rank holds them whole (no sharding); the optimizer and the gradient clipping then see a few
-# dozen plain tensors where FSDP2 gives them one DTensor a weight
-STRATEGY_KEY = "trainer.trainer_strategy"
 # keyword arguments verl adds to the actor's torch.optim.AdamW
 OPTIMIZER_ARGS_KEY = "trainer.trainer_config.actor.optim.override_optimizer_config"
 # verl's fused log-prob kernel on Triton; with liger, the math configs' trainer
@@ -70,8 +64,9 @@ SETTINGS = {
     # math's default with torch's fused AdamW (one kernel over all the parameters) for its per-list foreach one
     "liger-fused-adamw": dict(attn="varlen", old_setup=False, sync=False,
                               overrides={**LIGER_FUSED, OPTIMIZER_ARGS_KEY: {"fused": True}}),
-    # each default, and varlen, on FSDP1 (STRATEGY_KEY), with the weight sync timed: it gathers through verl's
-    # FSDP1 state dict
+    # each default, and varlen, on FSDP1 (STRATEGY_KEY): the optimizer and the gradient clipping see a few dozen
+    # flat plain tensors where FSDP2 gives them one DTensor a weight; with the weight sync timed, as it gathers
+    # through verl's FSDP1 state dict
     "liger-fused-fsdp1": dict(attn="varlen", old_setup=False, sync=True,
                               overrides={**LIGER_FUSED, STRATEGY_KEY: "fsdp"}),
     "liger-fsdp1": dict(attn="varlen", old_setup=False, sync=True, overrides={LIGER_KEY: True, STRATEGY_KEY: "fsdp"}),
