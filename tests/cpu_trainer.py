@@ -11,12 +11,15 @@ attention, the log-probs, the weight hand-over); the shims below stand in for th
 verl registers its FSDP engine for cuda and npu only, Trinity asks the GPU's compute capability,
 FSDP2's offload pins host memory, verl reads the device's memory statistics for its logs, FSDP1 wants
 an accelerator to put its weights on and to broadcast them from, and verl moves FSDP1's weights to
-"<device>:<id>", a name the CPU does not have.
+"<device>:<id>", a name the CPU does not have. And where the device is the CPU, verl's engine takes
+entering train mode for a move from the CPU to the device and collects garbage each time, which it skips
+on a GPU when nothing is offloaded.
 """
 
 import json
 import os
 import sys
+import types
 from pathlib import Path
 
 import torch
@@ -53,6 +56,7 @@ def shim_gpu_only_calls() -> None:
         fsdp1_init(self, *args, **{**kwargs, "device_id": torch.device("cpu"), "sync_module_states": False})
 
     fsdp_impl.FSDP.__init__ = fsdp1_on_cpu
+    fsdp_impl.gc = types.SimpleNamespace(collect=lambda *args: 0)
     to_gpu = fsdp_impl.load_fsdp_model_to_gpu
     fsdp_impl.load_fsdp_model_to_gpu = lambda model: None if fsdp_version(model) == 1 else to_gpu(model)
     verl.workers.engine_workers.aggressive_empty_cache = lambda *args, **kwargs: None
