@@ -21,11 +21,10 @@ from typing import Any, Callable
 from omegaconf.errors import OmegaConfBaseException
 
 from rftkit import trinity_plugins
-from rftkit.trainer import attention, liger
+from rftkit.trainer import attention, configured, liger
 from rftkit.trainer.import_patch import patch_on_import, source_has
 from rftkit.inputs import InputError
 from rftkit.overrides import CHECKPOINTING_KEY, write_yaml
-from rftkit.trainer import configured
 
 PLUGIN_DIRS_ENV = "TRINITY_PLUGIN_DIRS"  # trinity.common.constants.PLUGIN_DIRS_ENV_VAR
 
