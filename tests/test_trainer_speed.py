@@ -78,14 +78,18 @@ def test_packed_and_padded_give_the_same_reference_log_probs(runs):
 
 
 def test_fsdp1_takes_the_same_step_and_hands_the_engine_the_same_weights(runs):
-    """verl's FSDP1 (trainer.trainer_strategy: fsdp) against FSDP2, Trinity's default: the same reference log-probs
-    and gradient, the reference model kept on the GPU by rftkit.trainer.ref_model, and a weight sync whose names
-    and shapes the engine loads as it loads FSDP2's."""
+    """verl's FSDP1 (trainer.trainer_strategy: fsdp) against FSDP2, Trinity's default: the same reference log-probs,
+    the same gradients before and after an optimizer step, the reference model kept on the GPU by
+    rftkit.trainer.ref_model, and a weight sync whose names and shapes the engine loads as it loads FSDP2's."""
     fsdp1, fsdp2 = runs["varlen-fsdp1"], runs["varlen"]
     assert (fsdp1["FSDP version"], fsdp2["FSDP version"]) == (1, 2)
     assert fsdp1["reference offloaded to the CPU"] is False
     assert fsdp1["reference log-probs of the first step"] == fsdp2["reference log-probs of the first step"]
-    assert fsdp1["warm-up step"]["gradient norm"] == pytest.approx(fsdp2["warm-up step"]["gradient norm"], rel=1e-4)
+    # the first step's gradient, and the next one's, after each took its optimizer step on its own kind of weights
+    for result in (fsdp1, fsdp2):
+        assert result["timed steps"][0]["gradient norm"] != result["warm-up step"]["gradient norm"]
+    assert [s["gradient norm"] for s in [fsdp1["warm-up step"], *fsdp1["timed steps"]]] == pytest.approx(
+        [s["gradient norm"] for s in [fsdp2["warm-up step"], *fsdp2["timed steps"]]], rel=1e-4)
     assert fsdp1["weight sync names and shapes (sha256)"] == fsdp2["weight sync names and shapes (sha256)"]
     assert fsdp1["weight sync dtypes"] == "torch.bfloat16"
 
