@@ -18,7 +18,9 @@ MODEL is a Hugging Face model folder, or a GGUF file, which transformers turns i
    evaluations side by side (before_after.png and before_after.md), with a map-by-map sign test:
    both evaluations play the same maps with the same seeds.
 
-`--report-only` redraws step 4's comparison from <out>/before and <out>/after and runs nothing.
+`--report-only` redraws step 4's comparison from <out>/before and <out>/after and runs nothing. The comparison
+splits the maps by whether the training split holds their layout: by the evaluations' own marks (evaluate.py
+compares the test split with the train split beside it), or by the split that `--train` names.
 
 Each step's output goes to <out>; a step that fails stops the script with its log's last lines.
 """
@@ -34,7 +36,7 @@ from frozenlake.example import FROZENLAKE
 from frozenlake.report import compare
 from rftkit.cli import ArgumentParser, above, at_least
 from rftkit.files import check_writable
-from rftkit.inputs import reports_input_errors
+from rftkit.inputs import open_split, reports_input_errors
 from runkit.commands import evaluate_command, launch_command
 from runkit.runs import job_dir, last_checkpoint
 from runkit.serving import engine_flags, model_folder, vllm_server
@@ -104,6 +106,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-before", action="store_true", help="reuse <out>/before/report.json")
     parser.add_argument("--report-only", action="store_true",
                         help="only redraw before_after.{md,png} from <out>/before and <out>/after")
+    parser.add_argument("--train", type=Path,
+                        help="with --report-only: the training split (a .parquet file) to tell the maps it holds by "
+                             "(default: the evaluations' own marks)")
     args = parser.parse_args(argv)
     if args.report_only:
         missing = [str(args.out / side / "report.json") for side in ("before", "after")
@@ -111,7 +116,9 @@ def main(argv: list[str] | None = None) -> int:
         if missing:
             parser.error(f"--report-only: no evaluation at {', '.join(missing)} (expected <out>/before and "
                          f"<out>/after from scripts/evaluate.py)")
-        print(compare(args.out / "before", args.out / "after", args.out), flush=True)
+        if args.train is not None:
+            open_split(args.train, FROZENLAKE.task_columns, "--train", complete=True, ranges=FROZENLAKE.task_ranges)
+        print(compare(args.out / "before", args.out / "after", args.out, args.train), flush=True)
         return 0
     if args.model is None:
         parser.error("model: required unless --report-only")

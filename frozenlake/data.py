@@ -10,6 +10,8 @@ difficulty features.
 
 from __future__ import annotations
 
+import functools
+import itertools
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +27,8 @@ from rftkit.files import atomic_paths
 DEFAULT_DIR = "data/frozenlake"
 # The data script's defaults: map sides 2..6, 10,000 training and 100 test maps (upstream's), and the seed.
 MAP_MAX_SIZE, TRAIN_SIZE, TEST_SIZE, SEED = 6, 10000, 100, 42
+# The test maps come from numpy's default_rng([seed, TEST_STREAM]), the training maps from default_rng(seed).
+TEST_STREAM = 1
 # What every task row must hold, as `rftkit.inputs` kinds: its map is generate_map(size, p, seed).
 TASK_COLUMNS = {"seed": "integer", "size": "integer", "p": "number"}
 # The map is in the prompt of each of an episode's moves: AGENT_MAX_STEPS renderings of a side of 32 (1,024
@@ -45,8 +49,33 @@ SCHEMA = pa.schema([
     (STRONG, pa.float64()),
 ])
 
-# Give up rather than spin forever when the settings make solvable maps too rare.
+# Give up rather than spin forever when the settings make solvable (or new) maps too rare.
 MAX_DRAWS_PER_ROW = 1000
+# The largest side whose maps are few enough to count one by one (a side of 4 has about 3.9 million).
+COUNTED_SIDE = 3
+# A size whose solvable layouts the test split takes this share of or more gets a note: training sees the rest only.
+NOTE_SHARE = 0.1
+
+
+def layout(row: dict) -> str:
+    """A task row's map, its rows joined by newlines: what tells two maps apart (the uid only names the draw)."""
+    return "\n".join(generate_map(int(row["size"]), float(row["p"]), int(row["seed"])))
+
+
+@functools.cache
+def solvable_layouts(size: int, env_max_steps: int) -> int:
+    """How many distinct maps of side `size` (at most COUNTED_SIDE) have a route of at most `env_max_steps` moves."""
+    if size > COUNTED_SIDE:
+        raise ValueError(f"side {size}: too many maps to count (at most {COUNTED_SIDE})")
+    cells, count = size * size, 0
+    for start, goal in itertools.permutations(range(cells), 2):
+        for tiles in itertools.product("FH", repeat=cells - 2):
+            grid = list(tiles)
+            grid.insert(min(start, goal), "S" if start < goal else "G")
+            grid.insert(max(start, goal), "G" if start < goal else "S")
+            length = shortest_path_length(["".join(grid[r * size:(r + 1) * size]) for r in range(size)])
+            count += length is not None and length <= env_max_steps
+    return count
 
 
 def check_settings(map_max_size: int, train_size: int, test_size: int, env_max_steps: int) -> None:
@@ -61,53 +90,93 @@ def check_settings(map_max_size: int, train_size: int, test_size: int, env_max_s
     if not 1 <= env_max_steps <= AGENT_MAX_STEPS:
         raise ValueError(f"--env_max_steps: must be 1 to {AGENT_MAX_STEPS} (the moves of an episode), "
                          f"got {env_max_steps}")
+    if map_max_size <= COUNTED_SIDE:
+        layouts = sum(solvable_layouts(size, env_max_steps) for size in range(2, map_max_size + 1))
+        if test_size >= layouts:
+            raise ValueError(f"--test_size: {test_size} test maps need as many distinct layouts, and training at "
+                             f"least one more, but sides 2 to {map_max_size} have only {layouts} maps solvable in "
+                             f"{env_max_steps} moves; lower --test_size or raise --map_max_size")
 
 
-def solvable_tasks(count: int, map_max_size: int, env_max_steps: int, seed: int, progress: bool = True):
-    """`count` distinct task rows (without `index`), drawn reproducibly from `seed`.
+def draw_tasks(count: int, map_max_size: int, env_max_steps: int, rng: np.random.Generator, *,
+               reserved: frozenset[str] = frozenset(), distinct: bool = False, name: str = "maps",
+               progress: bool = True) -> tuple[list[dict], list[str]]:
+    """`count` task rows (without `index`) drawn from `rng`, and their layouts.
 
     Sizes are uniform over 2..map_max_size inclusive and p over P_RANGE
-    (rounded to two decimals); maps whose shortest route is longer than
-    `env_max_steps`, or that have none, are skipped.
+    (rounded to two decimals). A draw is skipped when its map has no route
+    of at most `env_max_steps` moves, when its uid was drawn before, when its
+    layout is in `reserved`, and, with `distinct`, when its layout was drawn before.
     """
-    rng = np.random.default_rng(seed)
-    rows, seen, draws = [], set(), 0
-    with tqdm(total=count, desc="solvable maps", unit="map", disable=not progress) as bar:
+    rows, layouts, uids, draws = [], [], set(), 0
+    taken = set(reserved)
+    with tqdm(total=count, desc=name, unit="map", disable=not progress) as bar:
         while len(rows) < count:
             draws += 1
             if draws > MAX_DRAWS_PER_ROW * count:
-                raise RuntimeError(f"only {len(rows)} of {count} solvable maps after {draws - 1} draws; "
-                                   f"raise --env_max_steps or lower --map_max_size")
+                raise RuntimeError(f"only {len(rows)} of {count} {name} after {draws - 1} draws; raise "
+                                   f"--env_max_steps or --map_max_size, or lower --test_size")
             map_seed = int(rng.integers(0, 2**31 - 1))
             size = int(rng.integers(2, map_max_size + 1))
             p = round(float(rng.uniform(*P_RANGE)), 2)
             uid = f"{map_seed}_{size}_{p}"
-            if uid in seen:
+            if uid in uids:
                 continue
             desc = generate_map(size, p, map_seed)
+            grid = "\n".join(desc)
+            if grid in taken:
+                continue
             length = shortest_path_length(desc)
             if length is None or length > env_max_steps:
                 continue
-            seen.add(uid)
+            uids.add(uid)
+            if distinct:
+                taken.add(grid)
             rows.append({"seed": map_seed, "size": size, "p": p, "uid": uid, "env_max_steps": env_max_steps,
                          "shortest_path_length": length, **reference_pass_rates(desc, AGENT_MAX_STEPS)})
+            layouts.append(grid)
             bar.update()
-    return rows
+    return rows, layouts
 
 
 def write_dataset(local_dir: str | Path = DEFAULT_DIR, map_max_size: int = MAP_MAX_SIZE,
                   train_size: int = TRAIN_SIZE, test_size: int = TEST_SIZE, env_max_steps: int = ENV_MAX_STEPS,
                   seed: int = SEED, progress: bool = True) -> dict[str, Path]:
-    """Write `train.parquet` and `test.parquet` (disjoint maps) to `local_dir`; return their paths."""
+    """Write `train.parquet` and `test.parquet` to `local_dir`; return their paths.
+
+    The test maps are drawn first, from a stream of their own, with no layout twice; the training maps are
+    drawn from `seed`'s stream as before, skipping every layout the test split holds (repeats among
+    themselves are kept, as upstream's generator has them). So no test map is a training map by content.
+    """
     check_settings(map_max_size, train_size, test_size, env_max_steps)
-    rows = solvable_tasks(train_size + test_size, map_max_size, env_max_steps, seed, progress)
-    splits = {"train": rows[:train_size], "test": rows[train_size:]}
+    test, test_layouts = draw_tasks(test_size, map_max_size, env_max_steps, np.random.default_rng([seed, TEST_STREAM]),
+                                    distinct=True, name="test maps", progress=progress)
+    train, _ = draw_tasks(train_size, map_max_size, env_max_steps, np.random.default_rng(seed),
+                          reserved=frozenset(test_layouts), name="training maps", progress=progress)
+    splits = {"train": train, "test": test}
     paths = {name: Path(local_dir) / f"{name}.parquet" for name in splits}
     with atomic_paths(*paths.values()) as temps:
         for (name, split_rows), tmp in zip(splits.items(), temps):
             table = pa.Table.from_pylist([{**row, "index": i} for i, row in enumerate(split_rows)], schema=SCHEMA)
             pq.write_table(table, tmp)
     return paths
+
+
+def split_summary(train: list[dict], test: list[dict]) -> list[dict]:
+    """Per split and map size: rows, distinct layouts and, for the test split, layouts also in training; for
+    the sides small enough to count, how many solvable layouts the side has (else None)."""
+    train_layouts = {layout(row) for row in train}
+    summary = []
+    for name, rows in (("train", train), ("test", test)):
+        by_size: dict[int, list[str]] = {}
+        for row in rows:
+            by_size.setdefault(int(row["size"]), []).append(layout(row))
+        for size, grids in sorted(by_size.items()):
+            steps = int(rows[0]["env_max_steps"])
+            summary.append({"split": name, "size": size, "rows": len(grids), "layouts": len(set(grids)),
+                            "in_train": None if name == "train" else len(set(grids) & train_layouts),
+                            "solvable": solvable_layouts(size, steps) if size <= COUNTED_SIDE else None})
+    return summary
 
 
 def write_sample(folders: dict[str, Path], tasks: int) -> None:

@@ -6,6 +6,7 @@ from rftkit.example import Example, Scale
 FROZENLAKE = Example(
     name="frozenlake", title="FrozenLake", main="frozenlake/main.py",
     workflow_path="frozenlake.workflow:run_frozen_lake", judge_path=None,
+    task_key_path="frozenlake.data:layout",
     task_columns=data.TASK_COLUMNS, task_ranges=data.TASK_RANGES,
     data={"train": data.DEFAULT_DIR, "eval": data.DEFAULT_DIR},
     data_flags={"train": "--data-dir", "eval": "--data-dir"},

@@ -10,9 +10,10 @@ from pathlib import Path
 
 from frozenlake.agent import FrozenLakeAgent
 from frozenlake.policies import OracleModel, RandomModel
+from frozenlake.reference import WEAK
 from frozenlake.workflow import end_reason, run_frozen_lake
-from rftkit.reports.evaluation import sign_test, task_by_task, wilson_interval
 from rftkit.files import atomic_paths
+from rftkit.reports.evaluation import by_training, by_training_rows, rate, sign_test, task_by_task, wilson_interval
 from rftkit.inputs import read_json
 
 
@@ -26,11 +27,6 @@ async def play(task, model):
 
 # scripts/evaluate.py --model NAME: the policies that play without a language model (seed -> chat model)
 BASELINES = {"oracle": lambda seed: OracleModel(), "random": lambda seed: RandomModel(seed=seed)}
-
-
-def rate(successes: float, trials: int) -> dict:
-    low, high = wilson_interval(successes, trials)
-    return {"rate": successes / trials if trials else 0.0, "ci95": [low, high], "n": trials}
 
 
 def summarize(episodes: list[dict]) -> dict:
@@ -51,6 +47,8 @@ def summarize(episodes: list[dict]) -> dict:
         "termination": dict(Counter(e["reason"] if e["error"] is None else "error" for e in episodes)),
         "errors": len(episodes) - len(played),
         "by_size": {size: rate(sum(wins), len(wins)) for size, wins in sorted(by_size.items())},
+        # success on the maps whose layout training had and had not, beside a random walk's expected rate
+        "by_training": by_training(episodes, lambda e: e["reward"] == 1.0, WEAK),
     }
 
 
@@ -67,12 +65,16 @@ def report_rows(report: dict) -> list[str]:
              f"| invalid-action rate | {_fmt(report['invalid_action_rate'])} |"]
     baselines = report.get("baselines", {})
     if baselines:
-        lines += ["", "| policy, same maps and seeds | success rate (95% CI) | invalid-action rate | mean steps |",
-                  "|---|---|---|---|"]
+        unseen = (report.get("by_training") or {}).get("unseen")  # the held-out figure, where it was checked
+        extra = (" success on unseen layouts |", "---|") if unseen else ("", "")
+        lines += ["", "| policy, same maps and seeds | success rate (95% CI) | invalid-action rate | mean steps |"
+                      + extra[0], "|---|---|---|---|" + extra[1]]
         for name, r in {"this model": report, **baselines}.items():
             low, high = r["success_rate_ci95"]
+            cell = f" {r['by_training']['unseen']['rate']:.3f} |" if unseen else ""
             lines.append(f"| {name} | {r['success_rate']:.3f} ({low:.3f}-{high:.3f}) | "
-                         f"{_fmt(r['invalid_action_rate'])} | {_fmt(r['mean_steps'])} |")
+                         f"{_fmt(r['invalid_action_rate'])} | {_fmt(r['mean_steps'])} |{cell}")
+    lines += by_training_rows(report.get("by_training"), "success rate", WEAK, "random walk's expected rate")
     lines += ["", "| map size | episodes | success rate | 95% CI |", "|---|---|---|---|"]
     lines += [f"| {s}x{s} | {v['n']} | {v['rate']:.3f} | {v['ci95'][0]:.3f}-{v['ci95'][1]:.3f} |"
               for s, v in report["by_size"].items()]
@@ -119,29 +121,67 @@ def chart(report: dict):
     return fig
 
 
-def map_by_map(before: list[dict], after: list[dict]) -> tuple[int, int, int]:
-    """Maps where the second evaluation reached the goal more often, less often, as often, from episodes.jsonl rows."""
-    def goals(episodes: list[dict]) -> dict[str, float]:
-        per_map: dict[str, float] = {}
-        for episode in episodes:
-            uid = episode["task"]["uid"]
-            per_map[uid] = per_map.get(uid, 0.0) + episode["metrics"]["success"]
-        return per_map
+def goals(episodes: list[dict]) -> dict[str, float]:
+    """Goals reached per map uid, from episodes.jsonl rows."""
+    per_map: dict[str, float] = {}
+    for episode in episodes:
+        uid = episode["task"]["uid"]
+        per_map[uid] = per_map.get(uid, 0.0) + episode["metrics"]["success"]
+    return per_map
 
+
+def map_by_map(before: dict[str, float], after: dict[str, float]) -> tuple[int, int, int]:
+    """Maps where the second evaluation reached the goal more often, less often, as often, from `goals`."""
     try:
-        return task_by_task(goals(before), goals(after))
+        return task_by_task(before, after)
     except ValueError:
         raise SystemExit("error: the two evaluations did not play the same maps; no map-by-map comparison") from None
 
 
-def compare(before_dir: Path, after_dir: Path, out: Path) -> str:
-    """before_after.md (returned) and before_after.png from two evaluate.py output folders."""
+def seen_maps(episodes: list[dict], train: Path | None) -> dict[str, bool] | None:
+    """Map uid -> whether the training split holds its layout: from `train` (a split file) where given, else from
+    the episodes' own flags (evaluate.py's); None where neither says."""
+    from frozenlake.data import layout
+    from rftkit.inputs.held_out import seen_in
+    from rftkit.reports.evaluation import SEEN
+
+    tasks = {e["task"]["uid"]: e for e in episodes}
+    if train is not None:
+        return dict(zip(tasks, seen_in(train, [e["task"] for e in tasks.values()], layout)))
+    if all(e.get(SEEN) is not None for e in tasks.values()):
+        return {uid: e[SEEN] for uid, e in tasks.items()}
+    return None
+
+
+def held_out_table(before: list[dict], after: list[dict], seen: dict[str, bool]) -> list[str]:
+    """before_after.md's rows for the maps training had not seen and had, each with its map-by-map sign test and
+    a random walk's expected rate on the same maps."""
+    lines = ["| maps | number | before | after | better / worse | sign test p | random walk's expected rate |",
+             "|---|---|---|---|---|---|---|"]
+    first, second = goals(before), goals(after)
+    repeats = len(before) / len(first)
+    walk = {e["task"]["uid"]: e["task"][WEAK] for e in before}
+    for name, flag in (("layouts not in training", False), ("layouts in training", True)):
+        maps = [uid for uid in first if seen[uid] is flag]
+        if not maps:
+            continue
+        better, worse, _ = map_by_map({m: first[m] for m in maps}, {m: second[m] for m in maps})
+        lines.append(f"| {name} | {len(maps)} | {sum(first[m] for m in maps) / (repeats * len(maps)):.3f} | "
+                     f"{sum(second[m] for m in maps) / (repeats * len(maps)):.3f} | {better} / {worse} | "
+                     f"{sign_test(better, worse):.2g} | {sum(walk[m] for m in maps) / len(maps):.3f} |")
+    return lines
+
+
+def compare(before_dir: Path, after_dir: Path, out: Path, train: Path | None = None) -> str:
+    """before_after.md (returned) and before_after.png from two evaluate.py output folders; with the maps split
+    by whether their layout is in the training split (`train`, or the episodes' own flags)."""
     from rftkit.reports.plots import plt, save_png
 
     before, after = (read_json(d / "report.json") for d in (before_dir, after_dir))
     episodes = [read_json(d / "episodes.jsonl", lines=True) for d in (before_dir, after_dir)]
-    better, worse, same = map_by_map(*episodes)
+    better, worse, same = map_by_map(*map(goals, episodes))
     p_value = sign_test(better, worse)
+    seen = seen_maps(episodes[0], train)
 
     def row(name: str, r: dict) -> str:
         low, high = r["success_rate_ci95"]
@@ -158,6 +198,11 @@ def compare(before_dir: Path, after_dir: Path, out: Path) -> str:
         table.append(f"| {name} | " + " | ".join(cells) + " |")
     table += ["", f"Map by map (same maps, same seeds): after reached the goal more often on {better} maps, "
                   f"less often on {worse}, as often on {same}; two-sided sign test p = {p_value:.2g}."]
+    if seen is None:
+        table += ["", "Not compared with a training split: these figures include any map whose layout training saw."]
+    else:
+        table += ["", "Held out by layout (a map's grid, compared with the training split's):", "",
+                  *held_out_table(*episodes, seen)]
     text = "\n".join(table) + "\n"
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4.4))

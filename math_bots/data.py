@@ -51,6 +51,19 @@ TASK_COLUMNS = {"question": "string", "answer": "string"}
 TASK_RANGES: dict[str, tuple] = {}  # text only (the pass-rate features are checked where BOTS reads them)
 
 
+def question_key(row: dict) -> str:
+    """A task's question, lower-cased with its whitespace collapsed: what tells two problems apart."""
+    return " ".join(str(row["question"]).lower().split())
+
+
+def drop_questions(train: pa.Table, others: pa.Table) -> tuple[pa.Table, int]:
+    """The training rows whose question (as question_key has it) is none of `others`' questions, and how many
+    were dropped: an evaluation problem that training saw is not held out."""
+    taken = {question_key({"question": q}) for q in others.column("question").to_pylist()}
+    keep = [question_key({"question": q}) not in taken for q in train.column("question").to_pylist()]
+    return train.filter(pa.array(keep, type=pa.bool_())), len(keep) - sum(keep)
+
+
 def ground_truth(answer) -> str:
     """The final answer after "####" in a GSM8K answer, or the whole answer as text."""
     return str(answer).split("####")[-1].strip()

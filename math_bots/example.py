@@ -6,6 +6,7 @@ from rftkit.example import Example, Scale
 MATH = Example(
     name="math", title="math", main="math_bots/main.py",
     workflow_path="math_bots.workflow:run_react_agent", judge_path="math_bots.judge:gsm8k_judge",
+    task_key_path="math_bots.data:question_key",
     task_columns=data.TASK_COLUMNS, task_ranges=data.TASK_RANGES,
     data={"train": data.DEFAULT_TRAIN_DIR, "eval": data.DEFAULT_AIME_DIR},
     data_flags={"train": "--train-dir", "eval": "--eval-dir"},

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from math_bots.judge import gsm8k_judge
 from math_bots.workflow import run_react_agent
-from rftkit.reports.evaluation import wilson_interval
+from rftkit.reports.evaluation import by_training, by_training_rows, wilson_interval
 
 
 async def play(task, model):
@@ -31,6 +31,7 @@ def summarize(episodes: list[dict]) -> dict:
         "format_rate": boxed / len(episodes),
         "tool_calls_mean": sum(e["metrics"]["tool_calls"] for e in played) / len(played) if played else 0.0,
         "errors": len(episodes) - len(played),
+        "by_training": by_training(episodes, lambda e: e["reward"] == 1.0),  # problems training had and had not
     }
 
 
@@ -39,7 +40,8 @@ def report_rows(report: dict) -> list[str]:
     low, high = report["accuracy_ci95"]
     return [f"| accuracy | {report['accuracy']:.3f} (95% CI {low:.3f}-{high:.3f}) |",
             f"| format rate (has \\boxed{{}}) | {report['format_rate']:.3f} |",
-            f"| code executions per episode | {report['tool_calls_mean']:.2f} |"]
+            f"| code executions per episode | {report['tool_calls_mean']:.2f} |",
+            *by_training_rows(report.get("by_training"), "accuracy")]
 
 
 def chart(report: dict):

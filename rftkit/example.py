@@ -15,6 +15,7 @@ from types import ModuleType
 from typing import Callable
 
 from rftkit.inputs import check_task_splits
+from rftkit.inputs.held_out import warn_seen_tasksets
 
 REPO = Path(__file__).resolve().parents[1]  # configs/ lies beside the packages, as in the checkout
 
@@ -49,6 +50,7 @@ class Example:
     main: str  # the entry point, relative to the repo
     workflow_path: str  # "module:function", the workflow_func; Ray workers import it by its module path
     judge_path: str | None  # "module:function", the judge_func
+    task_key_path: str  # "module:function", a task row -> its content (rftkit.inputs.held_out): tells tasks apart
     task_columns: dict[str, str]  # the columns every task split needs (rftkit.inputs)
     task_ranges: dict[str, tuple]  # the bounds of their values: name -> (least, most), None for no bound
     data: dict[str, str]  # role ("train", "eval") -> default folder
@@ -79,13 +81,18 @@ class Example:
     def write_sample(self, folders: dict[str, Path], tasks: int) -> None:
         load(self.sample_writer)(folders, tasks)
 
+    @property
+    def task_key(self) -> Callable:
+        return load(self.task_key_path)
+
     def report(self) -> ModuleType:
         return importlib.import_module(self.report_module)
 
     def check_data(self, config: dict) -> None:
         """Refuse the task splits a resolved launch config names unless they exist and hold this example's columns,
-        with values in their ranges."""
+        with values in their ranges; warn of eval tasks that the training split holds too."""
         check_task_splits(config, self.task_columns, self.data_remedy, self.data_flags, self.task_ranges)
+        warn_seen_tasksets(config, self.task_key)
 
     def config_path(self, selector: str | None = None) -> Path:
         return REPO / self.configs[selector or self.default_selector]

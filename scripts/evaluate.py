@@ -72,7 +72,33 @@ def sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def play_baselines(example: Example, tasks: list[dict], args) -> dict:
+def seen_in_training(example: Example, args, split_file: Path, tasks: list[dict]) -> list[bool] | None:
+    """Whether each task is also in the training split beside the evaluated one (<data>/train.parquet), by
+    content; a warning line names how many are. None without such a split, or when it is the one evaluated."""
+    from rftkit.inputs.held_out import seen_in, warning
+
+    train_file = args.data / "train.parquet"
+    if args.split == "train" or not train_file.is_file():
+        return None
+    open_split(train_file, example.task_columns, "--data", complete=True, ranges=example.task_ranges)
+    seen = seen_in(train_file, tasks, example.task_key)
+    line = warning(seen, f"--data {split_file}", train_file)
+    if line:
+        print(line, file=sys.stderr, flush=True)
+    return seen
+
+
+def tag_seen(episodes: list[dict], seen: list[bool] | None) -> list[dict]:
+    """The episodes, each marked with whether the training split holds its task (what summarize splits on)."""
+    from rftkit.reports.evaluation import SEEN
+
+    if seen is not None:
+        for episode in episodes:
+            episode[SEEN] = seen[episode["task_number"]]
+    return episodes
+
+
+def play_baselines(example: Example, tasks: list[dict], args, seen: list[bool] | None = None) -> dict:
     """Each of the example's baseline policies (FrozenLake: random, oracle) summed up on the same tasks,
     repeats and seeds as the model: the scale a model's figures are read against. Empty for a baseline's
     own evaluation, and for an example without baselines."""
@@ -85,7 +111,7 @@ def play_baselines(example: Example, tasks: list[dict], args) -> dict:
     for name, policy in report_module.BASELINES.items():
         episodes = asyncio.run(run_episodes(tasks, report_module.play, lambda n, policy=policy: policy(args.seed + n),
                                             args.repeats, args.concurrency, args.timeout, progress=False))
-        results[name] = report_module.summarize(episodes)
+        results[name] = report_module.summarize(tag_seen(episodes, seen))
     return results
 
 
@@ -180,6 +206,7 @@ def main(argv: list[str] | None = None) -> int:
                          f"folder); {example.data_remedy}")
     split = open_split(split_file, example.task_columns, "--data", complete=True, ranges=example.task_ranges)
     tasks = split.read().to_pylist()[: args.limit]
+    seen = seen_in_training(example, args, split_file, tasks)
     from rftkit.reports.evaluation import run_episodes  # agentscope, which takes seconds: after the flags' checks
 
     model_label = args.model_name if args.model == "openai" else args.model
@@ -191,8 +218,8 @@ def main(argv: list[str] | None = None) -> int:
                                                 args.timeout))
     except FileNotFoundError as exc:
         parser.error(str(exc))
-    report = example.report().summarize(episodes)
-    baselines = play_baselines(example, tasks, args)
+    report = example.report().summarize(tag_seen(episodes, seen))
+    baselines = play_baselines(example, tasks, args, seen)
     if baselines:
         report["baselines"] = baselines
     header = {"task": args.task, "split": str(split_file), "model": model_label, "model_source": identity,

@@ -1,13 +1,17 @@
 """Generate the FrozenLake train and test splits (parquet) for the tuner.
 
     python scripts/get_frozenlake_data.py --map_max_size 6 --train_size 10000 --test_size 100
+
+No test map has the layout of a training map, and no two test maps share one: the script prints, per split
+and map size, the rows, the distinct layouts and the test's layouts also in training (0).
 """
 
 import sys
 
 import pyarrow.parquet as pq
 
-from frozenlake.data import DEFAULT_DIR, MAP_MAX_SIZE, MAX_MAP_SIZE, SEED, TEST_SIZE, TRAIN_SIZE, write_dataset
+from frozenlake.data import (DEFAULT_DIR, MAP_MAX_SIZE, MAX_MAP_SIZE, NOTE_SHARE, SEED, TEST_SIZE, TRAIN_SIZE,
+                            split_summary, write_dataset)
 from frozenlake.env import ENV_MAX_STEPS
 from rftkit.cli import ArgumentParser, at_least
 from rftkit.files import check_writable
@@ -33,9 +37,23 @@ def main(argv: list[str] | None = None) -> int:
                               args.env_max_steps, args.seed)
     except (ValueError, RuntimeError) as exc:  # a flag out of range, or flags that make solvable maps too rare
         parser.error(str(exc))
+    rows = {name: pq.read_table(path).to_pylist() for name, path in paths.items()}
     for name, path in paths.items():
-        print(f"{name}: {pq.read_metadata(path).num_rows} rows -> {path}")
+        print(f"{name}: {len(rows[name])} rows -> {path}")
+    print_summary(split_summary(rows["train"], rows["test"]))
     return 0
+
+
+def print_summary(summary: list[dict]) -> None:
+    """The table of split_summary, and a note for each size whose few layouts the test split takes a share of."""
+    print(f"{'split':<6} {'size':>4} {'rows':>6} {'layouts':>8} {'in train':>9}")
+    for s in summary:
+        in_train = "" if s["in_train"] is None else s["in_train"]
+        print(f"{s['split']:<6} {s['size']:>4} {s['rows']:>6} {s['layouts']:>8} {in_train:>9}")
+    for s in summary:
+        if s["split"] == "test" and s["solvable"] and s["layouts"] >= NOTE_SHARE * s["solvable"]:
+            print(f"note: size {s['size']} has only {s['solvable']} solvable layouts; the test split holds "
+                  f"{s['layouts']} of them, so training sees only the other {s['solvable'] - s['layouts']}")
 
 
 if __name__ == "__main__":

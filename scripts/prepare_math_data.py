@@ -37,6 +37,7 @@ from math_bots.data import (
     convert_aime,
     convert_guru,
     download_guru,
+    drop_questions,
     load_aime24_from_hub,
     read_table,
     split_gsm_symbolic,
@@ -230,6 +231,8 @@ def main(argv: list[str] | None = None) -> int:
             aime = convert_aime(load_aime24_from_hub(), source="AIME-24")
         except RuntimeError as exc:  # the hub is out of reach: the training split is still worth writing
             aime, aime_error = None, exc
+    if aime is not None:  # decontaminate: no AIME-24 problem, up to case and whitespace, stays in training
+        train, dropped["question also in the AIME-24 eval split"] = drop_questions(train, aime)
 
     train_path = write_split(train, args.processed_data_dir, "train")
     plot_path = args.processed_data_dir.with_name(args.processed_data_dir.name + "_pass_rates.png")

@@ -74,6 +74,44 @@ def test_report_files_agree_with_the_episodes(frozenlake_data, tmp_path):
     assert "baselines" not in report and report["model_source"] == {"policy": "random"}
 
 
+def test_test_maps_with_training_layouts_are_warned_of_and_reported_apart(frozenlake_data, tmp_path, capsys):
+    """An evaluation split that holds training maps (here: 5 training rows with new ids) gets one warning line,
+    and the report gives success on the unseen and the seen maps apart, each beside a random walk's rate."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    data = tmp_path / "data"
+    data.mkdir()
+    train = pq.read_table(frozenlake_data / "train.parquet").to_pylist()
+    test = pq.read_table(frozenlake_data / "test.parquet").to_pylist()[:20]
+    copies = [dict(row, uid=f"copy{i}", index=20 + i) for i, row in enumerate(train[:5])]
+    pq.write_table(pa.Table.from_pylist(train), data / "train.parquet")
+    pq.write_table(pa.Table.from_pylist(test + copies), data / "test.parquet")
+    report, episodes = run(tmp_path / "out", "--task", "frozenlake", "--data", str(data), "--model", "random",
+                           "--repeats", "2")
+    warnings = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1 and "5 of 25 tasks are also in the training split" in warnings[0]
+    assert [e["seen_in_training"] for e in episodes] == [False] * 40 + [True] * 10
+    unseen, seen = report["by_training"]["unseen"], report["by_training"]["seen"]
+    assert (unseen["tasks"], unseen["n"], seen["tasks"], seen["n"]) == (20, 40, 5, 10)
+    assert seen["rate"] == sum(e["reward"] for e in episodes[40:]) / 10
+    assert unseen["random_pass_rate"] == pytest.approx(sum(r["random_pass_rate"] for r in test) / 20)
+    assert "| not in the training split | 20 | 40 |" in (tmp_path / "out" / "report.md").read_text()
+
+
+def test_the_shipped_split_has_no_seen_map_and_a_split_alone_is_not_called_held_out(frozenlake_data, tmp_path,
+                                                                                      capsys):
+    report, _ = run(tmp_path / "a", "--task", "frozenlake", "--data", str(frozenlake_data), "--model", "random")
+    assert "warning" not in capsys.readouterr().err
+    assert set(report["by_training"]) == {"unseen"} and report["by_training"]["unseen"]["tasks"] == 100
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    (alone / "test.parquet").write_bytes((frozenlake_data / "test.parquet").read_bytes())
+    report, _ = run(tmp_path / "b", "--task", "frozenlake", "--data", str(alone), "--model", "random")
+    assert report["by_training"] is None
+    assert "Not compared with a training split" in (tmp_path / "b" / "report.md").read_text()
+
+
 def test_a_model_is_reported_beside_the_baselines_on_the_same_maps_and_seeds(frozenlake_data, tmp_path):
     def always_left(body):
         return "```Left```"

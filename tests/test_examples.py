@@ -42,6 +42,10 @@ TASK_RANGES = {}
 DEFAULT_DIR = "data/echo"
 
 
+def word(row):
+    return row["word"]
+
+
 def write_sample(folders, tasks):
     folders["train"].mkdir(parents=True, exist_ok=True)
     for split, count in (("train", tasks), ("test", 2)):
@@ -64,6 +68,7 @@ from rftkit.example import Example, Scale
 
 ECHO = Example(
     name="echo", title="echo", main="echo/main.py", workflow_path="echo.workflow:run_echo", judge_path=None,
+    task_key_path="echo.data:word",
     task_columns=data.TASK_COLUMNS, task_ranges=data.TASK_RANGES,
     data={"train": data.DEFAULT_DIR, "eval": data.DEFAULT_DIR},
     data_flags={"train": "--data-dir", "eval": "--data-dir"}, data_remedy="write the words first",

@@ -66,6 +66,23 @@ def test_dry_run_validates_the_shipped_config_and_names_what_the_machine_changed
     assert not (tmp_path / "ckpt").exists(), "a dry run must not create the checkpoint folder"
 
 
+def test_a_launch_warns_of_eval_maps_with_training_layouts(frozenlake_data, tmp_path, capsys):
+    """Held out by content: an eval split holding 3 training maps under new ids gets one line naming how many."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    train = pq.read_table(frozenlake_data / "train.parquet").to_pylist()
+    test = pq.read_table(frozenlake_data / "test.parquet").to_pylist()
+    pq.write_table(pa.Table.from_pylist(train), tmp_path / "train.parquet")
+    pq.write_table(pa.Table.from_pylist(test[:7] + [dict(r, uid=f"new{i}") for i, r in enumerate(train[:3])]),
+                   tmp_path / "test.parquet")
+    for folder, expected in ((frozenlake_data, []), (tmp_path, ["3 of 10 tasks are also in the training split"])):
+        assert frozenlake_main.main(["--dry-run", "--gpus", "1", "--checkpoint-dir", str(tmp_path / "ckpt"),
+                                     "--data-dir", str(folder)]) == 0
+        warnings = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning:")]
+        assert len(warnings) == len(expected) and all(e in w for e, w in zip(expected, warnings)), warnings
+
+
 def test_on_eight_gpus_the_dry_run_keeps_upstreams_layout(frozenlake_data, tmp_path, capsys):
     assert frozenlake_main.main(["--dry-run", "--gpus", "8", "--checkpoint-dir", str(tmp_path),
                                  "--data-dir", str(frozenlake_data)]) == 0

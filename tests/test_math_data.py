@@ -75,6 +75,19 @@ def test_script_writes_splits_report_and_plot(guru_parquet, tmp_path):
     assert sorted(p.name for p in (tmp_path / "train").iterdir()) == ["train.parquet"]  # one format per folder
 
 
+def test_a_training_question_that_is_an_aime_question_is_dropped_and_counted(guru_parquet, tmp_path):
+    """Decontamination: an AIME-24 problem in the training file, with other case and spacing, leaves training."""
+    aime = tmp_path / "aime.parquet"
+    pq.write_table(pa.table({"problem": ["what is 3  +\n3?", "P2"], "answer": ["6", "2"]}), aime)
+    out = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "prepare_math_data.py"), "--input", str(guru_parquet),
+         "--processed_data_dir", str(tmp_path / "train"), "--aime_input", str(aime),
+         "--aime_dir", str(tmp_path / "aime24")], capture_output=True, text=True, check=True).stdout
+    assert f"kept {len(GOOD) - 1}" in out and "dropped      1  question also in the AIME-24 eval split" in out
+    questions = pq.read_table(tmp_path / "train" / "train.parquet").column("question").to_pylist()
+    assert "What is 3 + 3?" not in questions and "What is 4 + 4?" in questions
+
+
 def test_script_offline_without_input_fails_clearly(tmp_path):
     result = subprocess.run(
         [sys.executable, str(REPO / "scripts" / "prepare_math_data.py"), "--raw_data_dir", str(tmp_path / "raw"),

@@ -33,6 +33,17 @@ def test_the_splits_are_the_documented_ones_with_a_rate_per_task():
     assert sum(rate > 0 for rate in rates[FEATURES[1]]) == 82  # the figure in the README and the results page
 
 
+def test_no_test_problem_is_a_training_problem_by_its_text():
+    """Held out by content: no question of the test split is a training question, up to case and whitespace
+    (the templates are apart already, above; a template could still give two splits the same text)."""
+    from math_bots.data import question_key
+    from rftkit.inputs.held_out import seen_in
+
+    test = pq.read_table(FOLDER / "test.parquet").to_pylist()
+    assert not any(seen_in(FOLDER / "train.parquet", test, question_key))
+    assert len({question_key(row) for row in test}) == len(test)
+
+
 def test_the_readme_names_these_files_by_their_sha256():
     said = dict(re.findall(r"`(\w+\.parquet)` `([0-9a-f]{16})…`", (FOLDER / "README.md").read_text()))
     assert said.keys() == {"train.parquet", "test.parquet"}

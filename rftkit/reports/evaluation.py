@@ -67,6 +67,47 @@ def wilson_interval(successes: float, trials: int, z: float = 1.96) -> tuple[flo
     return max(0.0, min(rate, centre - half)), min(1.0, max(rate, centre + half))
 
 
+def rate(successes: float, trials: int) -> dict:
+    """A success rate with its 95% Wilson interval and its number of trials."""
+    low, high = wilson_interval(successes, trials)
+    return {"rate": successes / trials if trials else 0.0, "ci95": [low, high], "n": trials}
+
+
+SEEN = "seen_in_training"  # an episode's flag, where evaluate.py compared its task with the training split
+
+
+def by_training(episodes: list[dict], won: Callable[[dict], bool], expected: str | None = None) -> dict | None:
+    """Success on the tasks the training split lacks ("unseen") and on those it holds ("seen"): each a `rate`
+    with its task count and, given `expected`, a task column holding a baseline's expected success, that
+    column's mean over the same episodes. None when the episodes were not compared with a training split."""
+    if not episodes or any(e.get(SEEN) is None for e in episodes):
+        return None
+    groups = {}
+    for name, seen in (("unseen", False), ("seen", True)):
+        group = [e for e in episodes if e[SEEN] is seen]
+        if group:
+            groups[name] = {**rate(sum(map(won, group)), len(group)), "tasks": len({e["task_number"] for e in group})}
+            if expected:
+                groups[name][expected] = sum(e["task"][expected] for e in group) / len(group)
+    return groups
+
+
+def by_training_rows(groups: dict | None, what: str, expected: str | None = None, label: str = "") -> list[str]:
+    """report.md's table of `by_training` (`what`: the rate's name; `label`: the expected column's), or a line
+    saying that the tasks were not compared with a training split."""
+    if groups is None:
+        return ["", f"Not compared with a training split (none beside the evaluated one): {what} includes any "
+                    f"task that training saw."]
+    head = f"| tasks | number | episodes | {what} (95% CI) |" + (f" {label} |" if expected else "")
+    lines = ["", head, "|---|---|---|---|" + ("---|" if expected else "")]
+    for name, g in groups.items():
+        cell = f" {g[expected]:.3f} |" if expected else ""
+        where = "not in" if name == "unseen" else "in"
+        lines.append(f"| {where} the training split | {g['tasks']} | {g['n']} | {g['rate']:.3f} "
+                     f"({g['ci95'][0]:.3f}-{g['ci95'][1]:.3f}) |{cell}")
+    return lines
+
+
 def sign_test(wins: int, losses: int) -> float:
     """Two-sided exact sign test: how likely a split at least this uneven is if wins and losses were
     equally likely (ties left out). For paired comparisons, such as the same maps before and after training."""
