@@ -22,9 +22,10 @@ import sys
 import time
 
 import httpx
+import numpy as np
 from fastapi import Request
 
-from frozenlake.data import solvable_tasks
+from frozenlake.data import draw_tasks
 from frozenlake.workflow import run_frozen_lake
 from rftkit.cli import ArgumentParser, at_least
 from standins.adapter_harness import run_in_adapter
@@ -92,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model-name", default="policy", help="its served model name")
     args = parser.parse_args(argv)
 
-    tasks = solvable_tasks(args.episodes, map_max_size=6, env_max_steps=8, seed=1, progress=False)
+    tasks, _ = draw_tasks(args.episodes, 6, 8, np.random.default_rng(1), progress=False)
     server = RecordingProxy(args.base_url, args.model_name) if args.base_url else FakeVLLMServer(invalid_move)
     with server:
         full, direct, calls = asyncio.run(measure(tasks, server, args.base_url or server.url, args.model_name,

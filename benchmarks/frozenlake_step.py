@@ -10,9 +10,10 @@ import asyncio
 import random
 import time
 
+import numpy as np
 from gymnasium.envs.toy_text.frozen_lake import FrozenLakeEnv as GymFrozenLakeEnv
 
-from frozenlake.data import solvable_tasks
+from frozenlake.data import draw_tasks
 from frozenlake.env import FrozenLakeEnv
 from frozenlake.maps import generate_map
 from frozenlake.policies import OracleModel
@@ -28,7 +29,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = ArgumentParser(description=__doc__)
     parser.add_argument("--episodes", type=at_least(1), default=300, help="oracle episodes on solvable maps")
     episodes = parser.parse_args(argv).episodes
-    tasks = solvable_tasks(episodes, map_max_size=6, env_max_steps=8, seed=0, progress=False)
+    tasks, _ = draw_tasks(episodes, 6, 8, np.random.default_rng(0), progress=False)
 
     async def play_all():
         outputs = []
