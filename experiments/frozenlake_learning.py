@@ -18,9 +18,11 @@ MODEL is a Hugging Face model folder, or a GGUF file, which transformers turns i
    evaluations side by side (before_after.png and before_after.md), with a map-by-map sign test:
    both evaluations play the same maps with the same seeds.
 
-`--report-only` redraws step 4's comparison from <out>/before and <out>/after and runs nothing. The comparison
-splits the maps by whether the training split holds their layout: by the evaluations' own marks (evaluate.py
-compares the test split with the train split beside it), or by the split that `--train` names.
+`--before-only` stops after step 1, so that a later hold's run can skip it (`--skip-before`, with
+<out>/before copied in). `--report-only` redraws step 4's comparison from <out>/before and <out>/after and
+runs nothing. The comparison splits the maps by whether the training split holds their layout: by the
+evaluations' own marks (evaluate.py compares the test split with the train split beside it), or by the
+split that `--train` names.
 
 Each step's output goes to <out>; a step that fails stops the script with its log's last lines.
 """
@@ -37,6 +39,7 @@ from frozenlake.report import compare
 from rftkit.cli import ArgumentParser, above, at_least
 from rftkit.files import check_writable
 from rftkit.inputs import open_split, reports_input_errors
+from rftkit.inputs.model_path import check_model
 from runkit.commands import evaluate_command, launch_command
 from runkit.runs import job_dir, last_checkpoint
 from runkit.serving import engine_flags, model_folder, vllm_server
@@ -104,6 +107,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="passed to the launcher")
     parser.add_argument("--attn", default=None, help="the launcher's --attn (default: the launcher's, auto)")
     parser.add_argument("--skip-before", action="store_true", help="reuse <out>/before/report.json")
+    parser.add_argument("--before-only", action="store_true",
+                        help="only evaluate the starting model into <out>/before, which a later --skip-before reuses")
     parser.add_argument("--report-only", action="store_true",
                         help="only redraw before_after.{md,png} from <out>/before and <out>/after")
     parser.add_argument("--train", type=Path,
@@ -122,7 +127,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.model is None:
         parser.error("model: required unless --report-only")
-    check_model_and_length(parser, args)
+    if args.before_only:
+        check_model(args.model, "model", gguf=True)
+    else:
+        check_model_and_length(parser, args)
     require_cuda("serving and training the model")
     out = args.out.resolve()
     check_writable(out, "--out")
@@ -140,6 +148,9 @@ def main(argv: list[str] | None = None) -> int:
             log(f"evaluating {model} (served at {url})")
             run_step(evaluate_command(url, data, out / "before", args.repeats, args.max_tokens),
                      out / "eval_before.log", check=True)
+    if args.before_only:
+        log(f"done in {time.time() - started:.0f} s: {out}/before")
+        return 0
     log(f"training: {args.steps or 'all'} explore steps{f', at most {args.minutes:g} minutes' if args.minutes else ''}")
     train_started = time.time()
     try:
