@@ -342,10 +342,11 @@ def test_a_bad_argument_is_one_line_without_the_usage(tmp_path, command, line):
 
 @pytest.mark.parametrize("module,flags", [
     ("experiments.frozenlake_learning", ["--minutes", "1", "--data", "{tmp}/fl"]),
+    ("experiments.frozenlake_learning", ["--before-only", "--data", "{tmp}/fl"]),  # needs no length
     ("experiments.bots_comparison", ["--selector", "random", "--minutes", "1", "--data", "{tmp}/math"]),
     ("experiments.serve_startup", ["--data", "{tmp}/fl", "--variant", "default"]),
     ("experiments.startup", ["--data", "{tmp}/fl", "--variant", "default"]),
-], ids=["frozenlake-learning", "bots-comparison", "serve-startup", "startup"])
+], ids=["frozenlake-learning", "frozenlake-before-only", "bots-comparison", "serve-startup", "startup"])
 def test_an_experiment_on_a_machine_without_a_gpu_stops_before_its_first_step(tmp_path, module, flags):
     """Where torch sees no GPU, an experiment that serves or trains a model says so before it converts the model,
     makes data or starts a server, and leaves --out unmade."""
