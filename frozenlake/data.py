@@ -166,13 +166,13 @@ def split_summary(train: list[dict], test: list[dict]) -> list[dict]:
     """Per split and map size: rows, distinct layouts and, for the test split, layouts also in training; for
     the sides small enough to count, how many solvable layouts the side has (else None)."""
     train_layouts = {layout(row) for row in train}
+    steps = int(test[0]["env_max_steps"])  # the maps' route budget, the same in every row the script writes
     summary = []
     for name, rows in (("train", train), ("test", test)):
         by_size: dict[int, list[str]] = {}
         for row in rows:
             by_size.setdefault(int(row["size"]), []).append(layout(row))
         for size, grids in sorted(by_size.items()):
-            steps = int(rows[0]["env_max_steps"])
             summary.append({"split": name, "size": size, "rows": len(grids), "layouts": len(set(grids)),
                             "in_train": None if name == "train" else len(set(grids) & train_layouts),
                             "solvable": solvable_layouts(size, steps) if size <= COUNTED_SIDE else None})

@@ -9,12 +9,15 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from frozenlake.agent import FrozenLakeAgent
+from frozenlake.data import layout
 from frozenlake.policies import OracleModel, RandomModel
 from frozenlake.reference import WEAK
 from frozenlake.workflow import end_reason, run_frozen_lake
 from rftkit.files import atomic_paths
-from rftkit.reports.evaluation import by_training, by_training_rows, rate, sign_test, task_by_task, wilson_interval
 from rftkit.inputs import read_json
+from rftkit.inputs.held_out import seen_in
+from rftkit.reports.evaluation import (SEEN, by_training, by_training_rows, rate, sign_test, task_by_task,
+                                      wilson_interval)
 
 
 async def play(task, model):
@@ -141,10 +144,6 @@ def map_by_map(before: dict[str, float], after: dict[str, float]) -> tuple[int, 
 def seen_maps(episodes: list[dict], train: Path | None) -> dict[str, bool] | None:
     """Map uid -> whether the training split holds its layout: from `train` (a split file) where given, else from
     the episodes' own flags (evaluate.py's); None where neither says."""
-    from frozenlake.data import layout
-    from rftkit.inputs.held_out import seen_in
-    from rftkit.reports.evaluation import SEEN
-
     tasks = {e["task"]["uid"]: e for e in episodes}
     if train is not None:
         return dict(zip(tasks, seen_in(train, [e["task"] for e in tasks.values()], layout)))
