@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from rftkit import cluster, run_state, startup, supervise
+from rftkit import cluster, lora, run_state, startup, supervise
 from rftkit.cli import at_least
 from rftkit.example import load
 from rftkit.trainer import attention, liger
@@ -62,6 +62,14 @@ def add_arguments(parser: argparse.ArgumentParser, default_config: str) -> None:
     parser.add_argument("--liger", choices=liger.LIGER_CHOICES, default=None,
                         help="liger-kernel's fused RMSNorm, SwiGLU and RoPE in the trainer (default: the YAML's "
                              "if it sets use_liger, else auto: on where liger-kernel is installed)")
+    parser.add_argument("--lora", type=at_least(1), nargs="?", const=lora.DEFAULT_RANK, default=None, metavar="RANK",
+                        help=f"train a LoRA adapter of this rank instead of the whole model (alone: rank "
+                             f"{lora.DEFAULT_RANK}; default: the YAML's {lora.LORA_KEY}, none in the shipped configs)")
+    parser.add_argument("--lora-alpha", type=at_least(1), default=None,
+                        help=f"with --lora: the adapter's alpha (default: {lora.DEFAULT_ALPHA})")
+    parser.add_argument("--lora-modules", nargs="+", default=None, metavar="NAME",
+                        help=f"with --lora: the layers that get an adapter, by name (q_proj ...) (default: "
+                             f"{lora.DEFAULT_MODULES}, every linear layer but the output layer)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", type=parse_override,
                         dest="set_values",
                         help="override one YAML key, dotted (list items by index), the value read as YAML: "
@@ -116,6 +124,7 @@ def _launch(args, workflow_func, judge_func, data, check_data) -> int:
     overrides.update(attention_overrides)
     liger_overrides, liger_reason = liger.choose(args.liger, raw, dict(args.set_values))
     overrides.update(liger_overrides)
+    overrides.update(lora.overrides(args.lora, args.lora_alpha, args.lora_modules))
     overrides.update(args.set_values)
 
     if args.dry_run and args.gpus:  # the plan is given: no machine or Ray cluster to look at
@@ -147,12 +156,15 @@ def _launch(args, workflow_func, judge_func, data, check_data) -> int:
         raise InputError(problem)
     if check_data is not None:
         check_data(config)
+    lora.check(config)
+    lora_line = lora.describe(config)  # refuses modules the model lacks
+    lora.use_initial_adapter(config)
     workflow_func, judge_func = (load(f) if isinstance(f, str) else f for f in (workflow_func, judge_func))
 
     if args.dry_run:
         with no_gpu_banner():  # a dry run needs no GPU; a training run has one (it refuses at once without)
             trinity_config = validate(config, workflow_func, judge_func, args.config, args.set_values)
-        print(planned + summarize(trinity_config, attention_reason, liger_reason))
+        print(planned + summarize(trinity_config, attention_reason, liger_reason, lora_line))
         print(f"adapted to this machine: {adapted_lines or 'nothing'}")
         print("dry run: the config is valid; nothing was launched")
         return 0
@@ -167,9 +179,12 @@ def _launch(args, workflow_func, judge_func, data, check_data) -> int:
         print(f"adapted to this machine: {adapted_lines}", flush=True)
     print(f"trainer attention: {attention.describe(config)} ({attention_reason})", flush=True)
     print(f"trainer layers: {liger.describe(config)} ({liger_reason})", flush=True)
+    if lora_line:
+        print(f"trained: {lora_line}", flush=True)
     resume = run_state.rewind(trinity_config.checkpoint_job_dir, trinity_config.explorer.name)
     if resume.message:
         print(resume.message, flush=True)
+    lora.write_initial_adapter(config)
     path = write_yaml(config, Path(config["checkpoint_root_dir"]) / f"{config['project']}-{config['name']}.yaml")
     print(f"launch config: {path}", flush=True)
     gc.enable()  # the driver lives as long as the run

@@ -208,9 +208,10 @@ def validate(config: dict, workflow_func: Callable, judge_func: Callable | None 
     return trinity_config
 
 
-def summarize(config, attention_reason: str = "", liger_reason: str = "") -> str:
+def summarize(config, attention_reason: str = "", liger_reason: str = "", lora_line: str | None = None) -> str:
     """A readable account of what a validated Trinity config will run; `attention_reason` and
-    `liger_reason` say why the trainer's attention and layers are the ones they are."""
+    `liger_reason` say why the trainer's attention and layers are the ones they are; `lora_line` is
+    `rftkit.lora.describe`'s (None: the whole model is trained)."""
     rollout = config.explorer.rollout_model
     explorer_input = config.buffer.explorer_input
     lines = [
@@ -277,6 +278,7 @@ def summarize(config, attention_reason: str = "", liger_reason: str = "") -> str
     if liger_reason:
         lines.append(f"  chosen by     {liger_reason}")
     lines.append(f"trainer engine  {trainer_engine(config)}")
+    lines.append(f"trained         {lora_line or 'the whole model'}")
     lines.append(f"reference model {reference_placement(config)}")
     return "\n".join(lines)
 

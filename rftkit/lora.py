@@ -1,0 +1,178 @@
+"""LoRA: train a low-rank adapter instead of the whole model, through Trinity-RFT's `model.lora_configs`.
+
+`--lora [RANK]` (with `--lora-alpha` and `--lora-modules`) writes one adapter's settings there; a YAML or
+`--set` may write them instead. Trinity then trains the adapter with verl and serves it with vLLM's
+LoRA support. The defaults are Trinity-RFT's own `LoRAConfig` (rank 32, alpha 32, every linear layer
+but the output layer); rank 32 is also rLLM's FrozenLake cookbook's, and "LoRA Without Regret"
+(Thinking Machines, 2025) puts adapters on every layer at a fixed alpha of 32, with a learning rate
+about 10 times the full model's.
+
+Here: the settings checked (rank, alpha, modules the model has, a model vLLM serves with adapters),
+the one line the summary prints (trainable parameters, counted by PEFT on the model's shape, with no
+weights loaded), and the adapter vLLM starts with. Trinity builds that one by loading the whole
+model on the CPU at every validation; the launcher writes it instead from the model's shape, all
+zeros (the base model's outputs, as Trinity's has: its second matrix is zero), and marks it as
+Trinity's own placeholder so that the trainer starts its adapter fresh.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from rftkit.inputs import InputError
+
+LORA_KEY = "model.lora_configs"
+DEFAULT_RANK, DEFAULT_ALPHA, DEFAULT_MODULES = 32, 32, "all-linear"
+
+
+def overrides(rank: int | None, alpha: int | None, modules: list[str] | None) -> dict:
+    """The config overrides of `--lora RANK --lora-alpha A --lora-modules M...` (none without --lora)."""
+    if rank is None:
+        if alpha is not None or modules:
+            raise InputError("--lora-alpha, --lora-modules: they set the adapter of --lora, which was not given")
+        return {}
+    return {LORA_KEY: [{"lora_rank": rank, "lora_alpha": DEFAULT_ALPHA if alpha is None else alpha,
+                        "target_modules": target_modules(modules)}]}
+
+
+def target_modules(names: list[str] | None) -> str:
+    """Trinity's `target_modules`, a string: all-linear (PEFT's and Trinity's word for every linear layer but
+    the output layer), or a regular expression that PEFT matches against each layer's full name."""
+    if not names or names == [DEFAULT_MODULES]:
+        return DEFAULT_MODULES
+    return r".*\.(" + "|".join(re.escape(name) for name in names) + ")"
+
+
+def module_names(target: str) -> list[str] | None:
+    """The layer names `target_modules` made `target`, or None for all-linear and any other expression."""
+    found = re.fullmatch(r"\.\*\\\.\((.*)\)", target)
+    return None if found is None else [re.sub(r"\\(.)", r"\1", name) for name in found.group(1).split("|")]
+
+
+def adapter(config: dict) -> dict | None:
+    """The one adapter a YAML mapping asks for, or None (the whole model is trained)."""
+    adapters = (config.get("model") or {}).get("lora_configs")
+    if not adapters:
+        return None
+    if not isinstance(adapters, list) or len(adapters) != 1 or not isinstance(adapters[0], dict):
+        raise InputError(f"{LORA_KEY}: expected a list of one adapter (Trinity-RFT trains one), got {adapters!r}")
+    return adapters[0]
+
+
+def check(config: dict) -> None:
+    """Refuse adapter settings that no model can train (a rank or alpha below 1), and LoRA on one
+    GPU shared by the engine and the trainer."""
+    settings = adapter(config)
+    if settings is None:
+        return
+    if config.get("mode") == "colocate":
+        # Trinity-RFT 0.6.0 hands a colocated engine the whole model through memory, while its LoRA engine
+        # reads the adapter from global_step_N/actor/lora_adapter, which only a checkpoint writes
+        raise InputError(f"{LORA_KEY} (--lora): LoRA on one GPU (engine and trainer colocated) is not supported "
+                         f"yet: Trinity-RFT 0.6.0 gives the engine the trained adapter only through checkpoints; "
+                         f"train the whole model, or plan 2 GPUs or more (--gpus)")
+    rank, alpha = settings.get("lora_rank", DEFAULT_RANK), settings.get("lora_alpha", DEFAULT_ALPHA)
+    if not isinstance(rank, int) or isinstance(rank, bool) or rank < 1:
+        raise InputError(f"{LORA_KEY}.0.lora_rank (--lora): expected a whole number of 1 or more, got {rank!r}")
+    if not isinstance(alpha, int) or isinstance(alpha, bool) or alpha < 1:
+        raise InputError(f"{LORA_KEY}.0.lora_alpha (--lora-alpha): expected a whole number of 1 or more, "
+                         f"got {alpha!r}")
+
+
+def peft_model(model_path: Path, settings: dict):
+    """PEFT's model of the adapter on the model's shape, on PyTorch's meta device (no weights, no memory); an
+    InputError naming the modules where the model has none of them."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    config = AutoConfig.from_pretrained(model_path)
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config)
+    linear = sorted({name.rsplit(".", 1)[-1] for name, module in model.named_modules()
+                     if isinstance(module, torch.nn.Linear)})
+    named = module_names(settings.get("target_modules", DEFAULT_MODULES)) or []
+    missing = [name for name in named if name not in linear]
+    if missing:
+        raise InputError(f"{LORA_KEY}.0.target_modules (--lora-modules): this model has no linear layer named "
+                         f"{', '.join(missing)}; its linear layers: {', '.join(linear)}, or all-linear")
+    lora = LoraConfig(r=settings.get("lora_rank", DEFAULT_RANK), lora_alpha=settings.get("lora_alpha", DEFAULT_ALPHA),
+                      target_modules=settings.get("target_modules", DEFAULT_MODULES),
+                      exclude_modules=settings.get("exclude_modules"), task_type="CAUSAL_LM", bias="none")
+    try:
+        return get_peft_model(model, lora)
+    except ValueError as exc:  # PEFT's NoMatchingPeftModuleError is one
+        raise InputError(f"{LORA_KEY}.0.target_modules: {exc} This model's linear layers: {', '.join(linear)}, "
+                         f"or all-linear") from None
+
+
+def check_servable(model_path: Path) -> None:
+    """Refuse a model whose architecture vLLM cannot serve with an adapter (its model class lacks SupportsLoRA)."""
+    import json
+
+    from vllm.model_executor.models.interfaces import supports_lora
+    from vllm.model_executor.models.registry import ModelRegistry
+
+    architectures = json.loads((model_path / "config.json").read_text()).get("architectures") or []
+    known = [name for name in architectures if name in ModelRegistry.get_supported_archs()]
+    if not any(supports_lora(ModelRegistry.models[name].load_model_cls()) for name in known):
+        named = ", ".join(architectures) or "no architecture in its config.json"
+        raise InputError(f"{LORA_KEY} (--lora): vLLM cannot serve {model_path} ({named}) with a LoRA adapter; "
+                         f"train the whole model")
+
+
+def describe(config: dict) -> str | None:
+    """The summary's line for the adapter: rank, modules and trainable parameters (a share of the model's), or
+    None when the whole model is trained. The count needs the model's config.json in a local folder."""
+    settings = adapter(config)
+    if settings is None:
+        return None
+    target = settings.get("target_modules", DEFAULT_MODULES)
+    modules = ", ".join(module_names(target) or [target])
+    head = f"LoRA rank {settings.get('lora_rank', DEFAULT_RANK)} on {modules}"
+    model_path = Path(config["model"]["model_path"])
+    if not (model_path / "config.json").is_file():
+        return (f"{head}, alpha {settings.get('lora_alpha', DEFAULT_ALPHA)} (the model is not a local folder: its "
+                f"trainable parameters not counted, its layers and vLLM's adapter support not checked)")
+    check_servable(model_path)
+    trainable, total = peft_model(model_path, settings).get_nb_trainable_parameters()
+    base = total - trainable
+    return (f"{head}, alpha {settings.get('lora_alpha', DEFAULT_ALPHA)}: {trainable:,} trainable parameters "
+            f"({100 * trainable / base:.2f}% of the model's {base:,})")
+
+
+def initial_adapter_path(config: dict) -> Path:
+    """Where a launch writes the adapter vLLM starts with: beside the launch config, in the checkpoint root."""
+    return Path(config["checkpoint_root_dir"]) / f"{config['project']}-{config['name']}-initial-adapter"
+
+
+def use_initial_adapter(config: dict) -> None:
+    """Point a YAML mapping's adapter at `initial_adapter_path` as Trinity's placeholder (`is_dummy`: the trainer
+    starts its own), so that Trinity's validation does not build one from the whole model; unless the adapter
+    names a trained one to start from (`path`)."""
+    settings = adapter(config)
+    if settings is not None and (settings.get("path") is None or settings.get("is_dummy")):
+        settings.update(path=str(initial_adapter_path(config)), is_dummy=True)
+
+
+def write_initial_adapter(config: dict) -> None:
+    """Write the adapter `use_initial_adapter` points at, all zeros, from the model's shape; nothing for a
+    trained adapter or without LoRA."""
+    import torch
+    from peft import get_peft_model_state_dict
+    from safetensors.torch import save_file
+
+    from rftkit.files import atomic_paths
+
+    settings = adapter(config)
+    if settings is None or not settings.get("is_dummy"):
+        return
+    model = peft_model(Path(config["model"]["model_path"]), settings)
+    folder = Path(settings["path"])
+    folder.mkdir(parents=True, exist_ok=True)
+    weights = {name: torch.zeros(tensor.shape, dtype=torch.bfloat16)
+               for name, tensor in get_peft_model_state_dict(model).items()}
+    with atomic_paths(folder / "adapter_model.safetensors") as (path,):
+        save_file(weights, str(path))
+    model.peft_config["default"].save_pretrained(str(folder))

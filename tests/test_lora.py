@@ -1,0 +1,154 @@
+"""LoRA's switch: the launch flags, the dry run's line with its parameter count, the refused settings, and the
+adapter the engine starts with."""
+
+from __future__ import annotations
+
+import re
+import sys
+
+import pytest
+import torch
+
+import launches
+from conftest import REPO
+from rftkit import lora
+
+SHAPE = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+             vocab_size=1000, tie_word_embeddings=True)
+
+
+@pytest.fixture(scope="module")
+def qwen2(tmp_path_factory):
+    """A config-only Qwen2 folder (the launcher reads config.json) and the same model with weights, for PEFT."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    folder = tmp_path_factory.mktemp("qwen2")
+    config = AutoConfig.for_model("qwen2", **SHAPE, architectures=["Qwen2ForCausalLM"])
+    torch.manual_seed(0)
+    AutoModelForCausalLM.from_config(config).save_pretrained(folder)
+    return folder
+
+
+def peft_count(folder, **lora_settings) -> tuple[int, int]:
+    """PEFT's own count of trainable and all parameters, on the model with its weights."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(folder)
+    return get_peft_model(model, LoraConfig(task_type="CAUSAL_LM", **lora_settings)).get_nb_trainable_parameters()
+
+
+def dry_run(tmp_path, frozenlake_data, model, *flags, gpus=2):
+    return launches.run([sys.executable, str(REPO / "frozenlake" / "main.py"), "--dry-run", "--gpus", str(gpus),
+                         "--model-path", str(model), "--checkpoint-dir", str(tmp_path / "ckpt"),
+                         "--data-dir", str(frozenlake_data), *flags], cwd=tmp_path, timeout=180)
+
+
+def trained_line(stdout: str) -> str:
+    return next(line for line in stdout.splitlines() if line.startswith("trained "))
+
+
+@pytest.mark.parametrize("flags,peft_settings,named", [
+    (["--lora"], dict(r=32, lora_alpha=32, target_modules="all-linear"), "all-linear"),
+    (["--lora", "8", "--lora-alpha", "16", "--lora-modules", "q_proj", "v_proj"],
+     dict(r=8, lora_alpha=16, target_modules=["q_proj", "v_proj"]), "q_proj, v_proj"),
+], ids=["defaults", "rank-alpha-modules"])
+def test_the_dry_run_names_the_adapter_and_counts_as_peft_does(tmp_path, frozenlake_data, qwen2, flags,
+                                                                 peft_settings, named):
+    result = dry_run(tmp_path, frozenlake_data, qwen2, *flags)
+    assert result.returncode == 0, result.stderr[-2000:]
+    trainable, total = peft_count(qwen2, **peft_settings)
+    line = trained_line(result.stdout)
+    assert line.startswith(f"trained         LoRA rank {peft_settings['r']} on {named}, "
+                           f"alpha {peft_settings['lora_alpha']}: {trainable:,} trainable parameters ")
+    assert f"({100 * trainable / (total - trainable):.2f}% of the model's {total - trainable:,})" in line
+    assert "sync            checkpoint" in result.stdout  # Trinity's sync for LoRA on separate GPUs
+    assert not (tmp_path / "ckpt").exists(), "a dry run writes nothing, the engine's first adapter included"
+
+
+def test_without_lora_the_whole_model_is_trained(tmp_path, frozenlake_data, qwen2):
+    result = dry_run(tmp_path, frozenlake_data, qwen2)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert trained_line(result.stdout) == "trained         the whole model"
+
+
+def test_a_hub_model_is_said_to_be_unchecked(tmp_path, frozenlake_data):
+    result = dry_run(tmp_path, frozenlake_data, "Qwen/Qwen2.5-3B-Instruct", "--lora", "4")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert trained_line(result.stdout).endswith("LoRA rank 4 on all-linear, alpha 32 (the model is not a local "
+                                                "folder: its trainable parameters not counted, its layers and "
+                                                "vLLM's adapter support not checked)")
+
+
+@pytest.mark.parametrize("flags,message", [
+    (["--lora", "0"], "error: --lora: must be at least 1, got 0"),
+    (["--lora", "--lora-alpha", "0"], "error: --lora-alpha: must be at least 1, got 0"),
+    (["--set", "model.lora_configs=[{lora_rank: 4, lora_alpha: 0}]"],
+     "error: model.lora_configs.0.lora_alpha (--lora-alpha): expected a whole number of 1 or more, got 0"),
+    (["--lora-alpha", "16"], "error: --lora-alpha, --lora-modules: they set the adapter of --lora, which was not "
+                             "given"),
+    (["--lora", "--lora-modules", "q_proj", "attn_out"],
+     "error: model.lora_configs.0.target_modules (--lora-modules): this model has no linear layer named attn_out; "
+     "its linear layers: down_proj, gate_proj, k_proj, lm_head, o_proj, q_proj, up_proj, v_proj, or all-linear"),
+    (["--set", "model.lora_configs=[{lora_rank: -2}]"],
+     "error: model.lora_configs.0.lora_rank (--lora): expected a whole number of 1 or more, got -2"),
+    (["--set", "model.lora_configs=[{lora_rank: 4}, {lora_rank: 8}]"],
+     "error: model.lora_configs: expected a list of one adapter (Trinity-RFT trains one), got"),
+], ids=["rank-0", "alpha-0", "alpha-0-in-yaml", "alpha-without-lora", "unknown-module", "negative-rank-in-yaml",
+        "two-adapters"])
+def test_bad_lora_settings_are_one_line_and_write_nothing(tmp_path, frozenlake_data, qwen2, flags, message):
+    result = dry_run(tmp_path, frozenlake_data, qwen2, *flags)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1].startswith(message), result.stderr[-2000:]
+    assert not (tmp_path / "ckpt").exists()
+
+
+def test_a_model_vllm_cannot_serve_with_adapters_and_one_colocated_gpu_are_refused(tmp_path, frozenlake_data,
+                                                                                    qwen2):
+    from transformers import AutoConfig
+
+    gpt2 = tmp_path / "gpt2"
+    AutoConfig.for_model("gpt2", n_embd=64, n_layer=2, n_head=4, vocab_size=1000, bos_token_id=0, eos_token_id=0,
+                         architectures=["GPT2LMHeadModel"]).save_pretrained(gpt2)
+    result = dry_run(tmp_path, frozenlake_data, gpt2, "--lora")
+    assert (result.returncode, result.stderr.strip().splitlines()[-1]) == (
+        2, f"error: model.lora_configs (--lora): vLLM cannot serve {gpt2} (GPT2LMHeadModel) with a LoRA adapter; "
+           f"train the whole model")
+    result = dry_run(tmp_path, frozenlake_data, qwen2, "--lora", gpus=1)
+    assert result.returncode == 2
+    assert re.search(r"LoRA on one GPU \(engine and trainer colocated\) is not supported yet.*plan 2 GPUs or more",
+                     result.stderr.strip().splitlines()[-1])
+
+
+def test_the_engines_first_adapter_leaves_the_model_as_it_is(tmp_path, qwen2):
+    """The adapter written from the model's shape alone loads with PEFT onto the real model, holds PEFT's names and
+    shapes for the settings, and gives the base model's logits: what the engine serves before the first sync."""
+    from peft import PeftModel
+    from safetensors.torch import load_file
+    from transformers import AutoModelForCausalLM
+
+    settings = {"lora_rank": 4, "lora_alpha": 8, "target_modules": lora.target_modules(["q_proj", "down_proj"])}
+    config = {"model": {"model_path": str(qwen2), "lora_configs": [settings]},
+              "checkpoint_root_dir": str(tmp_path), "project": "p", "name": "n"}
+    lora.use_initial_adapter(config)
+    lora.write_initial_adapter(config)
+    folder = lora.initial_adapter_path(config)
+    assert settings == {**settings, "path": str(folder), "is_dummy": True}
+    weights = load_file(folder / "adapter_model.safetensors")
+    assert len(weights) == 2 * 2 * 2 and all(not w.any() for w in weights.values())  # 2 layers x 2 modules x A, B
+    base = AutoModelForCausalLM.from_pretrained(qwen2)
+    ids = torch.tensor([[1, 5, 9, 42, 7]])
+    expected = base(ids).logits
+    adapted = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(qwen2), folder)
+    assert adapted.peft_config["default"].r == 4 and adapted.peft_config["default"].lora_alpha == 8
+    assert torch.equal(adapted(ids).logits, expected)
+
+
+def test_module_names_survive_trinitys_string_form():
+    for names in (["q_proj"], ["q_proj", "v_proj"], ["mlp.down_proj"]):
+        target = lora.target_modules(names)
+        assert isinstance(target, str) and lora.module_names(target) == names
+        assert all(re.fullmatch(target, f"model.layers.0.x.{name}") for name in names)
+        assert not re.fullmatch(target, "model.layers.0.x.k_proj")
+    assert lora.target_modules(None) == lora.target_modules(["all-linear"]) == "all-linear"
+    assert lora.module_names("all-linear") is None
