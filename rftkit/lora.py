@@ -24,6 +24,7 @@ from rftkit.inputs import InputError
 
 LORA_KEY = "model.lora_configs"
 DEFAULT_RANK, DEFAULT_ALPHA, DEFAULT_MODULES = 32, 32, "all-linear"
+DEFAULTS = {"lora_rank": DEFAULT_RANK, "lora_alpha": DEFAULT_ALPHA, "target_modules": DEFAULT_MODULES}
 
 
 def overrides(rank: int | None, alpha: int | None, modules: list[str] | None) -> dict:
@@ -51,7 +52,7 @@ def module_names(target: str) -> list[str] | None:
 
 
 def adapter(config: dict) -> dict | None:
-    """The one adapter a YAML mapping asks for, or None (the whole model is trained)."""
+    """The one adapter a YAML mapping asks for, as it is there, or None (the whole model is trained)."""
     adapters = (config.get("model") or {}).get("lora_configs")
     if not adapters:
         return None
@@ -60,10 +61,16 @@ def adapter(config: dict) -> dict | None:
     return adapters[0]
 
 
+def settings_of(config: dict) -> dict | None:
+    """`adapter`'s settings with Trinity's defaults where the YAML leaves one out."""
+    found = adapter(config)
+    return None if found is None else {**DEFAULTS, **found}
+
+
 def check(config: dict) -> None:
     """Refuse adapter settings that no model can train (a rank or alpha below 1), and LoRA on one
     GPU shared by the engine and the trainer."""
-    settings = adapter(config)
+    settings = settings_of(config)
     if settings is None:
         return
     if config.get("mode") == "colocate":
@@ -72,7 +79,7 @@ def check(config: dict) -> None:
         raise InputError(f"{LORA_KEY} (--lora): LoRA on one GPU (engine and trainer colocated) is not supported "
                          f"yet: Trinity-RFT 0.6.0 gives the engine the trained adapter only through checkpoints; "
                          f"train the whole model, or plan 2 GPUs or more (--gpus)")
-    rank, alpha = settings.get("lora_rank", DEFAULT_RANK), settings.get("lora_alpha", DEFAULT_ALPHA)
+    rank, alpha = settings["lora_rank"], settings["lora_alpha"]
     if not isinstance(rank, int) or isinstance(rank, bool) or rank < 1:
         raise InputError(f"{LORA_KEY}.0.lora_rank (--lora): expected a whole number of 1 or more, got {rank!r}")
     if not isinstance(alpha, int) or isinstance(alpha, bool) or alpha < 1:
@@ -81,8 +88,8 @@ def check(config: dict) -> None:
 
 
 def peft_model(model_path: Path, settings: dict):
-    """PEFT's model of the adapter on the model's shape, on PyTorch's meta device (no weights, no memory); an
-    InputError naming the modules where the model has none of them."""
+    """PEFT's model of the adapter (`settings_of`'s) on the model's shape, on PyTorch's meta device (no weights,
+    no memory); an InputError naming the modules where the model has none of them."""
     import torch
     from peft import LoraConfig, get_peft_model
     from transformers import AutoConfig, AutoModelForCausalLM
@@ -92,14 +99,14 @@ def peft_model(model_path: Path, settings: dict):
         model = AutoModelForCausalLM.from_config(config)
     linear = sorted({name.rsplit(".", 1)[-1] for name, module in model.named_modules()
                      if isinstance(module, torch.nn.Linear)})
-    named = module_names(settings.get("target_modules", DEFAULT_MODULES)) or []
+    named = module_names(settings["target_modules"]) or []
     missing = [name for name in named if name not in linear]
     if missing:
         raise InputError(f"{LORA_KEY}.0.target_modules (--lora-modules): this model has no linear layer named "
                          f"{', '.join(missing)}; its linear layers: {', '.join(linear)}, or all-linear")
-    lora = LoraConfig(r=settings.get("lora_rank", DEFAULT_RANK), lora_alpha=settings.get("lora_alpha", DEFAULT_ALPHA),
-                      target_modules=settings.get("target_modules", DEFAULT_MODULES),
-                      exclude_modules=settings.get("exclude_modules"), task_type="CAUSAL_LM", bias="none")
+    lora = LoraConfig(r=settings["lora_rank"], lora_alpha=settings["lora_alpha"],
+                      target_modules=settings["target_modules"], exclude_modules=settings.get("exclude_modules"),
+                      task_type="CAUSAL_LM", bias="none")
     try:
         return get_peft_model(model, lora)
     except ValueError as exc:  # PEFT's NoMatchingPeftModuleError is one
@@ -125,21 +132,19 @@ def check_servable(model_path: Path) -> None:
 def describe(config: dict) -> str | None:
     """The summary's line for the adapter: rank, modules and trainable parameters (a share of the model's), or
     None when the whole model is trained. The count needs the model's config.json in a local folder."""
-    settings = adapter(config)
+    settings = settings_of(config)
     if settings is None:
         return None
-    target = settings.get("target_modules", DEFAULT_MODULES)
-    modules = ", ".join(module_names(target) or [target])
-    head = f"LoRA rank {settings.get('lora_rank', DEFAULT_RANK)} on {modules}"
+    modules = ", ".join(module_names(settings["target_modules"]) or [settings["target_modules"]])
+    head = f"LoRA rank {settings['lora_rank']} on {modules}, alpha {settings['lora_alpha']}"
     model_path = Path(config["model"]["model_path"])
     if not (model_path / "config.json").is_file():
-        return (f"{head}, alpha {settings.get('lora_alpha', DEFAULT_ALPHA)} (the model is not a local folder: its "
-                f"trainable parameters not counted, its layers and vLLM's adapter support not checked)")
+        return (f"{head} (the model is not a local folder: its trainable parameters not counted, its layers and "
+                f"vLLM's adapter support not checked)")
     check_servable(model_path)
     trainable, total = peft_model(model_path, settings).get_nb_trainable_parameters()
     base = total - trainable
-    return (f"{head}, alpha {settings.get('lora_alpha', DEFAULT_ALPHA)}: {trainable:,} trainable parameters "
-            f"({100 * trainable / base:.2f}% of the model's {base:,})")
+    return f"{head}: {trainable:,} trainable parameters ({100 * trainable / base:.2f}% of the model's {base:,})"
 
 
 def initial_adapter_path(config: dict) -> Path:
@@ -165,7 +170,7 @@ def write_initial_adapter(config: dict) -> None:
 
     from rftkit.files import atomic_paths
 
-    settings = adapter(config)
+    settings = settings_of(config)
     if settings is None or not settings.get("is_dummy"):
         return
     model = peft_model(Path(config["model"]["model_path"]), settings)
