@@ -152,3 +152,53 @@ def test_module_names_survive_trinitys_string_form():
         assert not re.fullmatch(target, "model.layers.0.x.k_proj")
     assert lora.target_modules(None) == lora.target_modules(["all-linear"]) == "all-linear"
     assert lora.module_names("all-linear") is None
+
+
+def trained_adapter(base, folder, **settings):
+    """An adapter as training leaves one: PEFT's, with both matrices away from their start."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    model = get_peft_model(AutoModelForCausalLM.from_pretrained(base), LoraConfig(task_type="CAUSAL_LM", **settings))
+    torch.manual_seed(1)
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if "lora_" in name:
+                parameter.normal_(std=0.05)
+    model.save_pretrained(folder)
+    return model
+
+
+def test_a_merged_adapter_gives_the_logits_of_base_plus_adapter(tmp_path, qwen2):
+    from transformers import AutoModelForCausalLM
+
+    adapted = trained_adapter(qwen2, tmp_path / "adapter", r=4, lora_alpha=8, target_modules="all-linear")
+    ids = torch.tensor([[1, 5, 9, 42, 7, 300]])
+    with torch.no_grad():
+        expected = adapted(ids).logits
+        base = AutoModelForCausalLM.from_pretrained(qwen2)(ids).logits
+    result = launches.run([sys.executable, str(REPO / "scripts" / "merge_lora.py"), str(qwen2),
+                           str(tmp_path / "adapter"), "--out", str(tmp_path / "merged")], cwd=tmp_path, timeout=180)
+    assert result.returncode == 0, result.stderr[-2000:]
+    merged = AutoModelForCausalLM.from_pretrained(tmp_path / "merged")
+    with torch.no_grad():
+        logits = merged(ids).logits
+    assert not torch.allclose(base, expected, atol=1e-3), "the adapter must change the model for this to test"
+    assert torch.allclose(logits, expected, atol=1e-4), (logits - expected).abs().max()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["adapter", "merged"]
+
+
+def test_merging_refuses_what_is_not_an_adapter_of_this_base(tmp_path, qwen2):
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    other = tmp_path / "other"
+    narrower = AutoConfig.for_model("qwen2", **{**SHAPE, "hidden_size": 32})
+    AutoModelForCausalLM.from_config(narrower).save_pretrained(other)
+    trained_adapter(other, tmp_path / "other-adapter", r=4, target_modules="all-linear")
+    (tmp_path / "empty").mkdir()
+    for adapter, message in ((tmp_path / "empty", "no adapter_config.json, adapter_model.safetensors"),
+                             (tmp_path / "other-adapter", "does not fit BASE")):
+        result = launches.run([sys.executable, str(REPO / "scripts" / "merge_lora.py"), str(qwen2), str(adapter),
+                               "--out", str(tmp_path / "merged")], cwd=tmp_path, timeout=180)
+        assert result.returncode == 2 and message in result.stderr.strip().splitlines()[-1], result.stderr[-2000:]
+        assert not (tmp_path / "merged").exists() and not (tmp_path / "merged.partial").exists()

@@ -1,0 +1,66 @@
+"""Merge a LoRA adapter into its base model: a Hugging Face model folder that vLLM or transformers loads alone.
+
+    python scripts/merge_lora.py BASE ADAPTER --out DIR
+
+BASE is the model the adapter was trained on (an HF model folder); ADAPTER a folder as PEFT saves one, such as
+the `lora_adapter` of a LoRA run's checkpoint (`global_step_N/actor/lora_adapter`). DIR gets the merged weights
+in the base's dtype, with the base's tokenizer; it appears only once complete.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+from rftkit.cli import ArgumentParser
+from rftkit.files import check_writable
+from rftkit.inputs import InputError, reports_input_errors
+from rftkit.inputs.model_path import check_model
+
+ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
+
+
+def merge(base: Path, adapter: Path, out: Path) -> Path:
+    """Write base + adapter, merged, to `out` (through `<out>.partial`); an InputError where the adapter does not
+    fit the base."""
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(base, dtype="auto")
+    try:
+        merged = PeftModel.from_pretrained(model, adapter).merge_and_unload()
+    except (ValueError, RuntimeError, KeyError) as exc:  # shapes or layer names that are not the base's
+        raise InputError(f"ADAPTER {adapter}: does not fit BASE {base}: {str(exc).splitlines()[0]}") from None
+    partial = out.with_name(out.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    with torch.no_grad():
+        merged.save_pretrained(partial)
+    if any(base.glob("tokenizer*")):
+        AutoTokenizer.from_pretrained(base).save_pretrained(partial)
+    partial.rename(out)
+    return out
+
+
+@reports_input_errors
+def main(argv: list[str] | None = None) -> int:
+    parser = ArgumentParser(description=__doc__)
+    parser.add_argument("base", type=Path, help="the base model, an HF model folder")
+    parser.add_argument("adapter", type=Path, help="the LoRA adapter, a folder as PEFT saves one")
+    parser.add_argument("--out", type=Path, required=True, help="the merged model's folder (must not exist)")
+    args = parser.parse_args(argv)
+    check_model(args.base, "BASE")
+    missing = [name for name in ADAPTER_FILES if not (args.adapter / name).is_file()]
+    if missing:
+        raise InputError(f"ADAPTER {args.adapter}: no {', '.join(missing)}; expected a LoRA adapter as PEFT saves "
+                         f"one (a LoRA run's checkpoint holds it in global_step_N/actor/lora_adapter)")
+    if args.out.exists():
+        raise InputError(f"--out {args.out}: already exists; give a new folder")
+    check_writable(args.out, "--out")
+    print(f"merged model: {merge(args.base, args.adapter, args.out)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
