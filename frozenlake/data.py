@@ -58,8 +58,13 @@ NOTE_SHARE = 0.1
 
 
 def layout(row: dict) -> str:
-    """A task row's map, its rows joined by newlines: what tells two maps apart (the uid only names the draw)."""
-    return "\n".join(generate_map(int(row["size"]), float(row["p"]), int(row["seed"])))
+    """A task row's map as `grid` has it: what tells two maps apart (the uid only names the draw)."""
+    return grid(generate_map(int(row["size"]), float(row["p"]), int(row["seed"])))
+
+
+def grid(desc: list[str]) -> str:
+    """A map's rows joined by newlines, one hashable string."""
+    return "\n".join(desc)
 
 
 @functools.cache
@@ -70,10 +75,11 @@ def solvable_layouts(size: int, env_max_steps: int) -> int:
     cells, count = size * size, 0
     for start, goal in itertools.permutations(range(cells), 2):
         for tiles in itertools.product("FH", repeat=cells - 2):
-            grid = list(tiles)
-            grid.insert(min(start, goal), "S" if start < goal else "G")
-            grid.insert(max(start, goal), "G" if start < goal else "S")
-            length = shortest_path_length(["".join(grid[r * size:(r + 1) * size]) for r in range(size)])
+            tiles_in_order = list(tiles)
+            tiles_in_order.insert(min(start, goal), "S" if start < goal else "G")
+            tiles_in_order.insert(max(start, goal), "G" if start < goal else "S")
+            desc = ["".join(tiles_in_order[r * size:(r + 1) * size]) for r in range(size)]
+            length = shortest_path_length(desc)
             count += length is not None and length <= env_max_steps
     return count
 
@@ -123,18 +129,18 @@ def draw_tasks(count: int, map_max_size: int, env_max_steps: int, rng: np.random
             if uid in uids:
                 continue
             desc = generate_map(size, p, map_seed)
-            grid = "\n".join(desc)
-            if grid in taken:
+            key = grid(desc)
+            if key in taken:
                 continue
             length = shortest_path_length(desc)
             if length is None or length > env_max_steps:
                 continue
             uids.add(uid)
             if distinct:
-                taken.add(grid)
+                taken.add(key)
             rows.append({"seed": map_seed, "size": size, "p": p, "uid": uid, "env_max_steps": env_max_steps,
                          "shortest_path_length": length, **reference_pass_rates(desc, AGENT_MAX_STEPS)})
-            layouts.append(grid)
+            layouts.append(key)
             bar.update()
     return rows, layouts
 

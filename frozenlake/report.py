@@ -152,12 +152,12 @@ def seen_maps(episodes: list[dict], train: Path | None) -> dict[str, bool] | Non
     return None
 
 
-def held_out_table(before: list[dict], after: list[dict], seen: dict[str, bool]) -> list[str]:
-    """before_after.md's rows for the maps training had not seen and had, each with its map-by-map sign test and
-    a random walk's expected rate on the same maps."""
+def held_out_table(before: list[dict], first: dict[str, float], second: dict[str, float],
+                   seen: dict[str, bool]) -> list[str]:
+    """before_after.md's rows for the maps training had not seen and had (`goals` of the two evaluations, the
+    first's episodes), each with its map-by-map sign test and a random walk's expected rate on the same maps."""
     lines = ["| maps | number | before | after | better / worse | sign test p | random walk's expected rate |",
              "|---|---|---|---|---|---|---|"]
-    first, second = goals(before), goals(after)
     repeats = len(before) / len(first)
     walk = {e["task"]["uid"]: e["task"][WEAK] for e in before}
     for name, flag in (("layouts not in training", False), ("layouts in training", True)):
@@ -178,7 +178,8 @@ def compare(before_dir: Path, after_dir: Path, out: Path, train: Path | None = N
 
     before, after = (read_json(d / "report.json") for d in (before_dir, after_dir))
     episodes = [read_json(d / "episodes.jsonl", lines=True) for d in (before_dir, after_dir)]
-    better, worse, same = map_by_map(*map(goals, episodes))
+    per_map = [goals(e) for e in episodes]
+    better, worse, same = map_by_map(*per_map)
     p_value = sign_test(better, worse)
     seen = seen_maps(episodes[0], train)
 
@@ -201,7 +202,7 @@ def compare(before_dir: Path, after_dir: Path, out: Path, train: Path | None = N
         table += ["", "Not compared with a training split: these figures include any map whose layout training saw."]
     else:
         table += ["", "Held out by layout (a map's grid, compared with the training split's):", "",
-                  *held_out_table(*episodes, seen)]
+                  *held_out_table(episodes[0], *per_map, seen)]
     text = "\n".join(table) + "\n"
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4.4))

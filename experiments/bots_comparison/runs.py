@@ -31,9 +31,8 @@ ONE_GPU = {
     "explorer.eval_interval": 10 ** 6,
     "buffer.explorer_input.eval_tasksets": [],
     "data_processor.experience_pipeline.operators": [{"name": "pass_rate_calculator"}],
-    # verl's fused log-prob kernel stopped the trainer at its first step with an illegal memory access, with
-    # Qwen2.5-Coder-0.5B on an H100 (docs/results/2026-12-05-base-evaluations.md); the logits path fits
-    # 16,384 tokens, and the first pair of runs had it too
+    # off: verl's fused log-prob kernel fails at the first trainer step with this model on an H100
+    # (docs/results/2026-12-05-base-evaluations.md); the plain logits path fits the 16,384 tokens above
     "trainer.trainer_config.model.use_fused_kernels": False,
 }
 
