@@ -359,3 +359,59 @@ def test_report_only_refuses_a_folder_with_no_runs_and_names_a_file_cut_short(tm
         comparison.main(["--out", str(tmp_path / "bots"), "--report-only"])
     assert f"{before / 'episodes.jsonl'}: line 2: not JSON" in capsys.readouterr().err
     assert not (tmp_path / "bots" / "comparison.md").exists()
+
+
+def test_keep_slims_a_run_to_what_the_report_reads_and_the_report_stays_the_same(tmp_path):
+    from experiments.bots_comparison import keep
+
+    data = tmp_path / "gsm"
+    data.mkdir()
+    pq.write_table(pa.table({"qwen_coder_0.5b_pass_rate": [0.0, 0.5, 0.5], "template": [0, 0, 1]}),
+                   data / "train.parquet")
+    source = tmp_path / "hold"
+    evaluation(source / "before", [[0, 0], [0, 1], [1, 1]])
+    run = source / "difficulty" / "checkpoints" / "P" / "N"
+    for folder in ("log", "buffer", "global_step_5/actor"):
+        (run / folder).mkdir(parents=True)
+    (run / "log" / "trainer.log").write_text("trainer\n")
+    (run / "log" / "explorer_runner_0.log").write_text("runner\n")
+    (run / "global_step_5" / "actor" / "model.pt").write_text("weights")
+    write_scalars(run, "explorer", {bots_report.ACCURACY: [(1, 0.5, 100.0), (2, 0.5, 110.0)]})
+    (run / "buffer" / "experience_buffer.jsonl").write_text("".join(
+        json.dumps({"eid": {"batch": step, "task": 0, "run": rollout, "suffix": "x"}, "response_text": "long " * 50,
+                    "info": {"task_index": {"index": row}, "model_version": 0}, "reward": float(rollout),
+                    "response_length": 7}) + "\n" for step, row in ((1, 0), (1, 2), (2, 1)) for rollout in (0, 1)))
+    evaluation(source / "difficulty" / "after", [[1, 0], [1, 1], [1, 1]])
+    cost = "difficulty_based_resumable: took 0.500 ms choosing and 0.100 ms taking the feedback of 16 tasks"
+    (source / "difficulty" / "train.log").write_text(
+        f'INFO: 1.2.3.4 - "POST /v1/chat/completions HTTP/1.1" 200 OK\n{cost}\n' * 2)
+    kept = tmp_path / "kept"
+    (kept / "before").parent.mkdir()
+    (kept / "before").symlink_to(source / "before")
+    assert keep.main([str(source / "difficulty"), str(kept / "difficulty")]) == 0
+
+    def figures(out):
+        result = bots_report.report(out, data)
+        return json.dumps(result["runs"], sort_keys=True), (out / "comparison.md").read_text()
+
+    assert figures(kept) == figures(source)
+    job = kept / "difficulty" / "checkpoints" / "P" / "N"
+    assert not (job / "global_step_5").exists() and not (job / "log" / "explorer_runner_0.log").exists()
+    assert (job / "log" / "trainer.log").is_file()
+    assert "response_text" not in (job / "buffer" / "experience_buffer.jsonl").read_text()
+    assert (kept / "difficulty" / "train.log").read_text() == f"{cost}\n" * 2
+    with pytest.raises(SystemExit, match="exists; keep writes a new folder"):
+        keep.main([str(source / "difficulty"), str(kept / "difficulty")])
+    with pytest.raises(SystemExit, match="no checkpoints/<project>/<name>/log folder"):
+        keep.main([str(source / "before"), str(tmp_path / "other")])
+    assert not (tmp_path / "other").exists() and not (tmp_path / "other.partial").exists()
+
+
+def test_the_selector_cost_benchmark_times_both_selectors_over_the_shipped_split(capsys):
+    from experiments import selector_cost
+
+    assert selector_cost.main(["--steps", "3", "--tasks", "40", "--step-seconds", "10"]) == 0
+    row = capsys.readouterr().out.strip().splitlines()[-1].strip("| ").split(" | ")
+    assert row[0] == "40" and float(row[1]) > 0 and float(row[2]) > 0
+    assert float(row[3]) == pytest.approx(float(row[2]) / float(row[1]), rel=0.06)
+    assert float(row[5].rstrip("%")) == pytest.approx(float(row[2]) / 1000 / 10 * 100, abs=1e-4)  # printed rounded

@@ -4,6 +4,7 @@
     python -m experiments.bots_comparison MODEL --selector random --out outputs/bots --minutes 20
     python -m experiments.bots_comparison MODEL --selector difficulty --out outputs/bots --minutes 20
     python -m experiments.bots_comparison --report-only --out outputs/bots
+    python -m experiments.bots_comparison.keep outputs/bots/random docs/bots/NAME/random   # to commit a run
 
 Upstream's math example exists to show that Trinity's `difficulty_based` task selection (BOTS) trains
 better than `random`. This trains `configs/config_random.yaml` and `configs/config_difficulty.yaml`
