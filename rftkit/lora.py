@@ -24,6 +24,7 @@ from rftkit.inputs import InputError
 
 LORA_KEY = "model.lora_configs"
 DEFAULT_RANK, DEFAULT_ALPHA, DEFAULT_MODULES = 32, 32, "all-linear"
+ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")  # a PEFT adapter folder
 DEFAULTS = {"lora_rank": DEFAULT_RANK, "lora_alpha": DEFAULT_ALPHA, "target_modules": DEFAULT_MODULES}
 
 
@@ -68,23 +69,56 @@ def settings_of(config: dict) -> dict | None:
 
 
 def check(config: dict) -> None:
-    """Refuse adapter settings that no model can train (a rank or alpha below 1), and LoRA on one
-    GPU shared by the engine and the trainer."""
+    """Refuse adapter settings that no model can train (a rank or alpha below 1), and a sync that cannot reach
+    vLLM's adapter (`sync_adapters`)."""
     settings = settings_of(config)
     if settings is None:
         return
-    if config.get("mode") == "colocate":
-        # Trinity-RFT 0.6.0 hands a colocated engine the whole model through memory, while its LoRA engine
-        # reads the adapter from global_step_N/actor/lora_adapter, which only a checkpoint writes
-        raise InputError(f"{LORA_KEY} (--lora): LoRA on one GPU (engine and trainer colocated) is not supported "
-                         f"yet: Trinity-RFT 0.6.0 gives the engine the trained adapter only through checkpoints; "
-                         f"train the whole model, or plan 2 GPUs or more (--gpus)")
+    method = (config.get("synchronizer") or {}).get("sync_method")
+    if method == "memory":
+        raise InputError("synchronizer.sync_method: memory hands the engine the whole model, which an engine "
+                         "serving a LoRA adapter does not load; leave it out (--lora syncs the adapter through "
+                         "files) or set checkpoint")
     rank, alpha = settings["lora_rank"], settings["lora_alpha"]
     if not isinstance(rank, int) or isinstance(rank, bool) or rank < 1:
         raise InputError(f"{LORA_KEY}.0.lora_rank (--lora): expected a whole number of 1 or more, got {rank!r}")
+    served = servable_ranks()
+    if rank not in served:
+        # Trinity-RFT gives its engine max_lora_rank = the rank, and vLLM takes only these
+        raise InputError(f"{LORA_KEY}.0.lora_rank (--lora): vLLM serves adapters of rank "
+                         f"{', '.join(map(str, served[:-1]))} or {served[-1]}; got {rank}")
     if not isinstance(alpha, int) or isinstance(alpha, bool) or alpha < 1:
         raise InputError(f"{LORA_KEY}.0.lora_alpha (--lora-alpha): expected a whole number of 1 or more, "
                          f"got {alpha!r}")
+
+
+def servable_ranks() -> tuple[int, ...]:
+    """The adapter ranks vLLM's engine can be started for (its `max_lora_rank` choices)."""
+    import typing
+
+    from vllm.config.lora import MaxLoRARanks
+
+    return typing.get_args(MaxLoRARanks)
+
+
+def check_adapter(folder: Path, flag: str) -> dict:
+    """The settings of an adapter folder as PEFT saves one (adapter_config.json); an InputError naming `flag` where
+    the folder is not one."""
+    from rftkit.inputs import read_json
+
+    missing = [name for name in ADAPTER_FILES if not (folder / name).is_file()]
+    if missing:
+        raise InputError(f"{flag} {folder}: no {', '.join(missing)}; expected a LoRA adapter as PEFT saves one (a "
+                         f"LoRA run's checkpoint holds it in global_step_N/actor/lora_adapter)")
+    return read_json(folder / ADAPTER_FILES[0], flag=flag)
+
+
+def sync_adapters(config: dict) -> None:
+    """With an adapter, Trinity-RFT's checkpoint sync, made adapter-only (rftkit.trainer.lora_sync): its vLLM
+    engine loads the adapter from each sync's folder, and the other methods write none there (NCCL, which
+    Trinity replaces by the checkpoint sync for LoRA, and memory, which it gives one GPU)."""
+    if adapter(config) is not None:
+        config.setdefault("synchronizer", {})["sync_method"] = "checkpoint"
 
 
 def peft_model(model_path: Path, settings: dict):

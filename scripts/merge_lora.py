@@ -17,9 +17,7 @@ from rftkit.cli import ArgumentParser
 from rftkit.files import check_writable
 from rftkit.inputs import InputError, reports_input_errors
 from rftkit.inputs.model_path import check_model
-
-ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
-
+from rftkit.lora import check_adapter
 
 def merge(base: Path, adapter: Path, out: Path) -> Path:
     """Write base + adapter, merged, to `out` (through `<out>.partial`); an InputError where the adapter does not
@@ -51,10 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True, help="the merged model's folder (must not exist)")
     args = parser.parse_args(argv)
     check_model(args.base, "BASE")
-    missing = [name for name in ADAPTER_FILES if not (args.adapter / name).is_file()]
-    if missing:
-        raise InputError(f"ADAPTER {args.adapter}: no {', '.join(missing)}; expected a LoRA adapter as PEFT saves "
-                         f"one (a LoRA run's checkpoint holds it in global_step_N/actor/lora_adapter)")
+    check_adapter(args.adapter, "ADAPTER")
     if args.out.exists():
         raise InputError(f"--out {args.out}: already exists; give a new folder")
     check_writable(args.out, "--out")

@@ -9,8 +9,9 @@ RESULT.json maps each to its result.
 verl and Trinity assume a GPU in a few places that have nothing to do with what is tested here (the
 attention, the log-probs, the weight hand-over); the shims below stand in for those, and only those:
 verl registers its FSDP engine for cuda and npu only, Trinity asks the GPU's compute capability,
-FSDP2's offload pins host memory, verl reads the device's memory statistics for its logs, FSDP1 wants
-an accelerator to put its weights on and to broadcast them from, and verl moves FSDP1's weights to
+FSDP2's offload pins host memory, verl reads the device's memory statistics for its logs and empties its
+cache when it collects an adapter's weights, FSDP1 wants an accelerator to put its weights on and to
+broadcast them from, and verl moves FSDP1's weights to
 "<device>:<id>", a name the CPU does not have. And where the device is the CPU, verl's engine takes
 entering train mode for a move from the CPU to the device and collects garbage each time, which it skips
 on a GPU when nothing is offloaded.
@@ -43,6 +44,7 @@ def shim_gpu_only_calls() -> None:
     for name in ("max_memory_allocated", "max_memory_reserved", "memory_allocated", "memory_reserved"):
         setattr(torch.cpu, name, lambda *args, **kwargs: 0)
     torch.cpu.reset_peak_memory_stats = lambda *args, **kwargs: None
+    torch.cpu.empty_cache = lambda: None
     import verl.utils.memory_utils
     import verl.workers.engine.fsdp.transformer_impl as fsdp_impl
     import verl.workers.engine_workers

@@ -5,9 +5,11 @@ import importlib.util
 import json
 
 import pytest
+import torch
 
 from frozenlake.agent import FrozenLakeAgent
 from frozenlake.policies import OracleModel
+from rftkit.inputs import InputError
 from rftkit.reports.evaluation import CALLS_PER_EPISODE_MAX, message_text, run_episodes, wilson_interval
 from standins.fake_vllm_server import FakeVLLMServer
 
@@ -297,3 +299,45 @@ def test_each_example_names_its_baselines_as_its_report_module_has_them():
     for example in EXAMPLES.values():
         assert example.baselines == tuple(example.report().BASELINES), example.name
 
+
+
+def test_an_adapter_is_served_over_its_base_under_the_policys_name(tmp_path):
+    from runkit.serving import BASE_NAME, SERVED_NAME, vllm_command
+
+    adapter = tmp_path / "adapter"
+    adapter.mkdir()
+    (adapter / "adapter_model.safetensors").write_bytes(b"")
+    for rank, max_rank in ((4, "8"), (32, "32"), (33, "64")):
+        (adapter / "adapter_config.json").write_text(json.dumps({"r": rank, "peft_type": "LORA"}))
+        command = vllm_command(tmp_path / "base", 8000, tmp_path / "base", 4096, ["--enforce-eager"], adapter)
+        assert command[command.index("--served-model-name") + 1] == BASE_NAME
+        assert command[-6:] == ["--enforce-eager", "--enable-lora", "--lora-modules", f"{SERVED_NAME}={adapter}",
+                                "--max-lora-rank", max_rank]
+    plain = vllm_command(tmp_path / "base", 8000, tmp_path / "base", 4096, [])
+    assert plain[plain.index("--served-model-name") + 1] == SERVED_NAME and "--enable-lora" not in plain
+    (adapter / "adapter_config.json").write_text(json.dumps({"r": 1024}))
+    with pytest.raises(InputError, match="rank 1024 in its adapter_config.json; vLLM serves ranks up to 512"):
+        vllm_command(tmp_path / "base", 8000, tmp_path / "base", 4096, [], adapter)
+
+
+def test_the_vllm_model_flags_are_checked_before_anything_runs(frozenlake_data, tmp_path, capsys):
+    from transformers import AutoConfig
+
+    base = tmp_path / "base"
+    AutoConfig.for_model("qwen2", hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                         num_key_value_heads=2, vocab_size=1000).save_pretrained(base)
+    frozen = ["--task", "frozenlake", "--data", str(frozenlake_data), "--out", str(tmp_path / "out")]
+    for flags, message in [(["--model", "vllm"], "--model: vllm needs --model-path"),
+                           (["--model", "oracle", "--adapter", str(tmp_path)], "--model-path, --adapter: they give "
+                                                                               "--model vllm its model"),
+                           (["--model", "vllm", "--model-path", str(tmp_path)], "no config.json in this folder"),
+                           (["--model", "vllm", "--model-path", str(base), "--adapter", str(tmp_path)],
+                            f"--adapter {tmp_path}: no adapter_config.json, adapter_model.safetensors"),
+                           (["--model", "vllm", "--model-path", str(base)],
+                            "--model vllm (serving the model with vLLM) needs a CUDA GPU")]:
+        if "CUDA" in message and torch.cuda.is_available():
+            continue
+        with pytest.raises(SystemExit) as exit_info:
+            evaluate.main([*frozen, *flags])
+        assert exit_info.value.code == 2 and message in capsys.readouterr().err, message
+    assert not (tmp_path / "out").exists()

@@ -41,6 +41,14 @@ def test_gpu_smoke_trains_two_steps(config, tmp_path):
 
 
 @needs_gpus
+@pytest.mark.parametrize("config", ["frozenlake.yaml", "config_difficulty.yaml"])
+def test_gpu_smoke_trains_two_steps_with_lora(config, tmp_path):
+    code, summary = smoke_on_gpus(tmp_path, "--configs", config, "--lora", "8")
+    assert code == 0, [check for check in summary[0]["checks"] if not check["ok"]]
+    assert "every engine loaded the trained adapter" in [check["name"] for check in summary[0]["checks"]]
+
+
+@needs_gpus
 @pytest.mark.parametrize("fault", list(smoke.FAULTS))
 def test_gpu_smoke_a_failed_run_ends_and_says_so(fault, tmp_path):
     code, summary = smoke_on_gpus(tmp_path, "--fault", fault)
@@ -57,6 +65,43 @@ def test_the_smoke_settings_pass_trinitys_checker(config, sample_work, tmp_path)
     out = dry_run(command)
     assert f"group {smoke.GROUP}, batch {smoke.TASKS} tasks" in out
     assert "attention       rftkit_varlen (torch varlen kernels, packed micro-batches), padding removal True" in out
+
+
+@pytest.mark.parametrize("gpus", [1, 2])
+def test_the_smoke_lora_launch_passes_trinitys_checker_and_syncs_through_files(gpus, sample_work, tmp_path):
+    from transformers import AutoConfig
+
+    AutoConfig.for_model("llama", hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                         vocab_size=1000, architectures=["LlamaForCausalLM"]).save_pretrained(tmp_path / "model")
+    copy_sample_data(sample_work, tmp_path / "work")
+    command = smoke.command_for("frozenlake.yaml", tmp_path / "work", tmp_path / "model", tmp_path / "ckpt",
+                                lora_rank=8)
+    out = dry_run(command, gpus=gpus)
+    assert "trained         LoRA rank 8 on all-linear, alpha 32: " in out and "sync            checkpoint" in out
+
+
+def write_lora_run(job, tensors=2, loaded=((1, 2), (1, 2))):
+    """What the adapter checks read of a LoRA run: the last step's adapter and each engine's log."""
+    from safetensors.torch import save_file
+
+    adapter = job / f"global_step_{smoke.STEPS}" / "actor" / "lora_adapter"
+    adapter.mkdir(parents=True)
+    save_file({f"base_model.model.layers.{i}.q_proj.lora_A.weight": torch.zeros(2, 4) for i in range(tensors)},
+              str(adapter / "adapter_model.safetensors"))
+    (job / "log").mkdir()
+    for engine, versions in enumerate(loaded):
+        (job / "log" / f"explorer_rollout_model_{engine}_0.log").write_text("".join(
+            f"INFO Redirect `lora_path` from old_model_version={v - 1} to model_version={v} successfully.\n"
+            for v in versions))
+
+
+@pytest.mark.parametrize("run,ok", [({}, True), ({"tensors": 0}, False), ({"loaded": ((1, 2), ())}, False),
+                                    ({"loaded": ((1, 2),)}, False)],
+                         ids=["complete", "empty-adapter", "an-engine-never-loaded-it", "an-engine-missing"])
+def test_the_adapter_checks_need_tensors_and_every_engine_loading_a_trained_version(tmp_path, run, ok):
+    write_lora_run(tmp_path, **run)
+    checks = smoke.adapter_checks(tmp_path, engines=2)
+    assert all(check.ok for check in checks) is ok, checks
 
 
 def write_run(job, weights, experiences=(16, 16), tags=("rollout/success/mean",), steps=2, alphas=None,

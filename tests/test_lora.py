@@ -73,9 +73,9 @@ def test_without_lora_the_whole_model_is_trained(tmp_path, frozenlake_data, qwen
 
 
 def test_a_hub_model_is_said_to_be_unchecked(tmp_path, frozenlake_data):
-    result = dry_run(tmp_path, frozenlake_data, "Qwen/Qwen2.5-3B-Instruct", "--lora", "4")
+    result = dry_run(tmp_path, frozenlake_data, "Qwen/Qwen2.5-3B-Instruct", "--lora", "8")
     assert result.returncode == 0, result.stderr[-2000:]
-    assert trained_line(result.stdout).endswith("LoRA rank 4 on all-linear, alpha 32 (the model is not a local "
+    assert trained_line(result.stdout).endswith("LoRA rank 8 on all-linear, alpha 32 (the model is not a local "
                                                 "folder: its trainable parameters not counted, its layers and "
                                                 "vLLM's adapter support not checked)")
 
@@ -83,7 +83,7 @@ def test_a_hub_model_is_said_to_be_unchecked(tmp_path, frozenlake_data):
 @pytest.mark.parametrize("flags,message", [
     (["--lora", "0"], "error: --lora: must be at least 1, got 0"),
     (["--lora", "--lora-alpha", "0"], "error: --lora-alpha: must be at least 1, got 0"),
-    (["--set", "model.lora_configs=[{lora_rank: 4, lora_alpha: 0}]"],
+    (["--set", "model.lora_configs=[{lora_rank: 8, lora_alpha: 0}]"],
      "error: model.lora_configs.0.lora_alpha (--lora-alpha): expected a whole number of 1 or more, got 0"),
     (["--lora-alpha", "16"], "error: --lora-alpha, --lora-modules: they set the adapter of --lora, which was not "
                              "given"),
@@ -94,8 +94,10 @@ def test_a_hub_model_is_said_to_be_unchecked(tmp_path, frozenlake_data):
      "error: model.lora_configs.0.lora_rank (--lora): expected a whole number of 1 or more, got -2"),
     (["--set", "model.lora_configs=[{lora_rank: 4}, {lora_rank: 8}]"],
      "error: model.lora_configs: expected a list of one adapter (Trinity-RFT trains one), got"),
+    (["--lora", "4"], "error: model.lora_configs.0.lora_rank (--lora): vLLM serves adapters of rank 1, 8, 16, 32, 64, "
+                      "128, 256, 320 or 512; got 4"),
 ], ids=["rank-0", "alpha-0", "alpha-0-in-yaml", "alpha-without-lora", "unknown-module", "negative-rank-in-yaml",
-        "two-adapters"])
+        "two-adapters", "rank-vllm-cannot-serve"])
 def test_bad_lora_settings_are_one_line_and_write_nothing(tmp_path, frozenlake_data, qwen2, flags, message):
     result = dry_run(tmp_path, frozenlake_data, qwen2, *flags)
     assert result.returncode == 2
@@ -103,8 +105,7 @@ def test_bad_lora_settings_are_one_line_and_write_nothing(tmp_path, frozenlake_d
     assert not (tmp_path / "ckpt").exists()
 
 
-def test_a_model_vllm_cannot_serve_with_adapters_and_one_colocated_gpu_are_refused(tmp_path, frozenlake_data,
-                                                                                    qwen2):
+def test_a_model_vllm_cannot_serve_with_adapters_is_refused(tmp_path, frozenlake_data):
     from transformers import AutoConfig
 
     gpt2 = tmp_path / "gpt2"
@@ -114,10 +115,21 @@ def test_a_model_vllm_cannot_serve_with_adapters_and_one_colocated_gpu_are_refus
     assert (result.returncode, result.stderr.strip().splitlines()[-1]) == (
         2, f"error: model.lora_configs (--lora): vLLM cannot serve {gpt2} (GPT2LMHeadModel) with a LoRA adapter; "
            f"train the whole model")
+
+
+def test_on_one_gpu_the_adapter_goes_to_the_engine_through_files_and_a_memory_sync_is_refused(tmp_path,
+                                                                                             frozenlake_data, qwen2):
+    """Colocated, Trinity would sync through memory, which no LoRA engine reads: the launcher asks for its checkpoint
+    sync instead (made adapter-only in the trainer, rftkit.trainer.lora_sync), and refuses memory if a user asks."""
     result = dry_run(tmp_path, frozenlake_data, qwen2, "--lora", gpus=1)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "(mode colocate)" in result.stdout and "sync            checkpoint" in result.stdout
+    result = dry_run(tmp_path, frozenlake_data, qwen2, "--lora", "--set", "synchronizer.sync_method=memory", gpus=1)
     assert result.returncode == 2
-    assert re.search(r"LoRA on one GPU \(engine and trainer colocated\) is not supported yet.*plan 2 GPUs or more",
-                     result.stderr.strip().splitlines()[-1])
+    assert result.stderr.strip().splitlines()[-1].startswith(
+        "error: synchronizer.sync_method: memory hands the engine the whole model")
+    assert not (tmp_path / "ckpt").exists()
+    assert "sync            memory" in dry_run(tmp_path, frozenlake_data, qwen2, gpus=1).stdout  # without LoRA
 
 
 def test_the_engines_first_adapter_leaves_the_model_as_it_is(tmp_path, qwen2):

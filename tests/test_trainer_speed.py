@@ -2,6 +2,7 @@
 sync with the old and the new settings (tests/cpu_trainer.py), and they agree on the log-probs."""
 
 import json
+import re
 import subprocess
 import sys
 
@@ -33,7 +34,7 @@ def runs(tiny_model, tmp_path_factory):
     """The settings in two processes at once, one per set-up (the old hook's patches, the new one's): each spends
     most of its time importing the stack, one core apiece."""
     started = []
-    for settings in ("before", "sdpa-blocks,varlen,varlen-ref-cpu,varlen-fsdp1"):
+    for settings in ("before", "sdpa-blocks,varlen,varlen-ref-cpu,varlen-fsdp1,varlen-lora"):
         work = tmp_path_factory.mktemp("trainer")
         started.append((work / "result.json", subprocess.Popen(
             [sys.executable, "tests/cpu_trainer.py", settings, str(tiny_model), str(work), str(work / "result.json")],
@@ -43,7 +44,7 @@ def runs(tiny_model, tmp_path_factory):
         stdout, stderr = process.communicate(timeout=900)
         assert process.returncode == 0, f"{process.args[2]}: {stdout[-2000:]}{stderr[-4000:]}"
         results.update(json.loads(out.read_text()))
-    assert sorted(results) == ["before", "sdpa-blocks", "varlen", "varlen-fsdp1", "varlen-ref-cpu"]
+    assert sorted(results) == ["before", "sdpa-blocks", "varlen", "varlen-fsdp1", "varlen-lora", "varlen-ref-cpu"]
     return results
 
 
@@ -92,6 +93,22 @@ def test_fsdp1_takes_the_same_step_and_hands_the_engine_the_same_weights(runs):
         [s["gradient norm"] for s in [fsdp2["warm-up step"], *fsdp2["timed steps"]]], rel=1e-4)
     assert fsdp1["weight sync names and shapes (sha256)"] == fsdp2["weight sync names and shapes (sha256)"]
     assert fsdp1["weight sync dtypes"] == "torch.bfloat16"
+
+
+def test_a_lora_step_trains_the_adapter_syncs_it_alone_and_resumes_it_from_a_checkpoint(runs):
+    """The launcher's LoRA defaults (rftkit.lora) on the trainer's real path: a step trains only the adapter, the
+    sync writes the adapter alone where Trinity's engine loads it (rftkit.trainer.lora_sync) with the checkpoint
+    monitor told, and a full checkpoint loads into a new worker with the same adapter."""
+    lora, full = runs["varlen-lora"], runs["varlen"]
+    assert 0 < lora["trainable parameters"] < lora["parameters"] / 10
+    assert full["trainable parameters"] == full["parameters"]
+    assert lora["reference weights"] == "the actor's, adapter off"
+    assert lora["adapter trained (largest |B|)"] > 0  # B starts at zero: a step moved it
+    assert lora["weight sync files"] == ["lora_adapter/adapter_config.json", "lora_adapter/adapter_model.safetensors"]
+    # the adapter's tensors (16 or 32 bits each) and their index, nothing of the base model
+    assert lora["trainable parameters"] * 2 < lora["weight sync bytes"] < lora["trainable parameters"] * 4 + 20_000
+    assert lora["weight sync version the monitor recorded"] == "2"
+    assert lora["resumed adapter equal"] is True
 
 
 def test_a_step_is_timed_and_counted(runs):
@@ -236,6 +253,7 @@ def test_report_only_writes_the_table_and_picture_again_from_the_summary(runs, t
     table = (tmp_path / "summary.md").read_text()
     assert all(f"| frozenlake | {setting} |" in table for setting in runs)
     assert "| frozenlake | ceiling: bare model, packed (varlen) | 4096 |" in table
+    assert re.search(r"\| frozenlake \| varlen-lora \|.* \| [\d.]+ \(adapter, 0\.1 MiB\) \|", table)
     assert (tmp_path / "trainer_speed.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert table in capsys.readouterr().out
     with pytest.raises(SystemExit):

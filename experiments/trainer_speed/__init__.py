@@ -9,7 +9,9 @@ reference model) built from the shipped config as a launch builds it, fed a batc
 `Experience`s of the example's shape (its `Scale`: FrozenLake Qwen2.5-3B's architecture, math
 Qwen3-0.6B's, with random weights). Each setting runs in a process of its own (`worker.py`): a
 warm-up step, then `--steps` steps of the reference pass and the actor's update, and for the settings
-that ask for it one colocated weight sync into a real Synchronizer actor. The ceiling (`ceiling.py`)
+that ask for it one colocated weight sync into a real Synchronizer actor; a LoRA setting (`varlen-lora`,
+`liger-lora`) trains the launcher's default adapter, and its sync is the adapter file the engine loads,
+followed by a full checkpoint saved and loaded into a second worker. The ceiling (`ceiling.py`)
 is the bare transformers model, forward and backward with gradient checkpointing over the same
 sequences, packed and padded, the faster counted.
 

@@ -42,6 +42,13 @@ def packing_changes_nothing(results: dict) -> dict | None:
     return {**gap, "within": gap["max"] <= 1e-3}
 
 
+def sync_kind(result: dict) -> str:
+    """What a setting's weight sync moved: the model in these dtypes, or a LoRA adapter's file of this size."""
+    if "weight sync dtypes" in result:
+        return result["weight sync dtypes"]
+    return f"adapter, {result['weight sync bytes'] / 2 ** 20:.1f} MiB"
+
+
 def compare(example: str, results: dict, ceiling: dict) -> list[str]:
     """Markdown rows for one example: each setting's figures and ratios."""
     rows = []
@@ -63,7 +70,7 @@ def compare(example: str, results: dict, ceiling: dict) -> list[str]:
             + (f"{ref_vs_forward:.2f}x | " if ref_vs_forward else "- | ")
             + f"{r['update tokens/s']:,.0f} | " + (f"{vs_ceiling:.2f}x | " if vs_ceiling else "- | ")
             + (f"{vs_before:.2f}x | " if vs_before else "- | ")
-            + (f"{r['weight sync (s)']:.1f} ({r['weight sync dtypes']})" if "weight sync (s)" in r else "-")
+            + (f"{r['weight sync (s)']:.1f} ({sync_kind(r)})" if "weight sync (s)" in r else "-")
             + f" | {r['peak allocated (GiB)']:.1f} | {gap_text} |")
     if best:
         rows.append(f"| {example} | ceiling: bare model, {best['from']} | {ceiling['micro-batch token budget']} | "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+from rftkit import lora
 from rftkit.overrides import CHECKPOINTING_KEY, REF_DTYPE_KEY, STRATEGY_KEY
 from rftkit.trainer.layer_levers import CHECKPOINT_ENV, COMPILE_ENV
 from rftkit.trainer.liger import FUSED_BACKEND_KEY, FUSED_KEY, LIGER_KEY
@@ -82,6 +83,12 @@ SETTINGS = {
     # `liger` and `liger-no-ckpt`, in speed and in memory
     "liger-ckpt-half": dict(attn="varlen", old_setup=False, sync=False, overrides={LIGER_KEY: True},
                             env={CHECKPOINT_ENV: "2"}),
+    # varlen training a LoRA adapter of the launcher's defaults (rftkit.lora) instead of the whole model; its sync
+    # is the adapter written for the engine (rftkit.trainer.lora_sync), and a full checkpoint is saved and loaded
+    "varlen-lora": dict(attn="varlen", old_setup=False, sync=True, overrides=lora.overrides(lora.DEFAULT_RANK, None,
+                                                                                            None)),
+    "liger-lora": dict(attn="varlen", old_setup=False, sync=True,
+                       overrides={LIGER_KEY: True, **lora.overrides(lora.DEFAULT_RANK, None, None)}),
 }
 # what runs without --settings: the old and the new, and for FrozenLake, whose 3B model makes the reference
 # pass and the micro-batch budget count, both variants of the new
@@ -155,4 +162,7 @@ def trinity_config(example: str, model: Path, work: Path, setting: str):
                  **attention.overrides(chosen["attn"]), **chosen["overrides"],
                  "trainer.max_token_len_per_gpu": budget(example, setting)}
     config = resolve_config(load_yaml(config_path), overrides, cluster.plan_cluster(1, 1, 1, None), config_path.name)
+    lora.sync_adapters(config)  # as the launcher does, where the setting trains an adapter
+    lora.use_initial_adapter(config)
+    lora.write_initial_adapter(config)
     return validate(config, described.workflow, described.judge)

@@ -59,13 +59,16 @@ def run_setting(example: str, setting: str, model: Path, work: Path, steps: int,
     worker = TrinityActorRolloutRefWorker(config=verl_config, role="actor_rollout_ref")
     (_, init_seconds) = synced(worker.init_model)
     worker.set_trinity_config(config.algorithm, config.explorer.rollout_model.engine_type, config.ray_namespace)
-    # The trainer's own step functions, called on this process's worker instead of a Ray worker group.
+    # The trainer's own step functions, called on this process's worker instead of a Ray worker group. With an
+    # adapter the reference model is the actor with its adapter off, as Trinity's VERLTrainer sets it.
+    adapter = bool(config.model.lora_configs)
     trainer = SimpleNamespace(global_config=config, algorithm_config=config.algorithm, config=verl_config,
-                              ref_in_actor=False, actor_rollout_wg=worker, ref_policy_wg=worker)
+                              ref_in_actor=adapter, actor_rollout_wg=worker, ref_policy_wg=worker)
     tokenizer_pad = worker.actor.model_config.tokenizer.pad_token_id or 0
     vocab = worker.actor.model_config.hf_config.vocab_size
     batch_experiences = experiences(example, vocab)
     params = sum(p.numel() for p in worker.actor.engine.module.parameters())
+    trainable = sum(p.numel() for p in worker.actor.engine.module.parameters() if p.requires_grad)
 
     reference_logprobs: list[float] = []
 
@@ -98,6 +101,7 @@ def run_setting(example: str, setting: str, model: Path, work: Path, steps: int,
 
     result = {
         "setting": setting, "attn": SETTINGS[setting]["attn"], "tokens per step": tokens, "parameters": params,
+        "trainable parameters": trainable,
         # what actually ran, read back from the loaded model and from verl
         "attention loaded": worker.actor.engine.module.config._attn_implementation,
         # what a checkpoint's config.json would name (None: transformers' default wherever it is loaded)
@@ -105,10 +109,10 @@ def run_setting(example: str, setting: str, model: Path, work: Path, steps: int,
         "padding removal": worker.actor.model_config.use_remove_padding,
         # verl keeps a forward-only model on the CPU and copies it in for every micro-batch, unless
         # rftkit.trainer.ref_model keeps it on the GPU
-        "reference weights": "{} on {}".format(*next((p.dtype, p.device)
-                                                     for p in worker.ref.engine.module.parameters())),
+        "reference weights": "the actor's, adapter off" if adapter else "{} on {}".format(
+            *next((p.dtype, p.device) for p in worker.ref.engine.module.parameters())),
         # FSDP2's offload policy, or FSDP1's CPUOffload
-        "reference offloaded to the CPU": worker.ref.engine._uses_fsdp2_cpu_offload_policy
+        "reference offloaded to the CPU": None if adapter else worker.ref.engine._uses_fsdp2_cpu_offload_policy
                                           or getattr(getattr(worker.ref.engine.module, "cpu_offload", None),
                                                      "offload_params", False),
         "FSDP version": fsdp_version(worker.actor.engine.module),
@@ -143,6 +147,10 @@ def run_setting(example: str, setting: str, model: Path, work: Path, steps: int,
     # address="local": a Ray of its own, even beside a launch's cluster (a name clash with its Synchronizer)
     ray.init(address="local", namespace=config.ray_namespace, include_dashboard=False, logging_level="ERROR",
              runtime_env=setup)
+    if adapter:
+        result.update(adapter_sync_and_resume(worker, config, work))
+        ray.shutdown()
+        return result
     holder = ray.remote(_Holder).remote()  # the Synchronizer watches the modules that use it
     synchronizer = ray.remote(Synchronizer).options(name="synchronizer", namespace=config.ray_namespace) \
         .remote(config, module_ref=holder)
@@ -171,6 +179,48 @@ def run_setting(example: str, setting: str, model: Path, work: Path, steps: int,
                    "weight sync dtypes": dtypes, "weight sync as object-store views": views})
     ray.shutdown()
     return result
+
+
+def adapter_sync_and_resume(worker, config, work: Path) -> dict:
+    """A LoRA setting's sync, as Trinity's checkpoint sync makes it (the worker's `save_state_dict`, adapter-only
+    through rftkit.trainer.lora_sync, with the checkpoint monitor told), and a full checkpoint saved, then loaded
+    into a second worker, which must hold the same adapter."""
+    from trinity.trainer.verl.config import build_verl_config
+    from trinity.trainer.verl.trainer import CheckpointMonitor
+    from trinity.trainer.verl.workers import TrinityActorRolloutRefWorker
+
+    from rftkit.trainer.lora_sync import ADAPTER_FOLDER
+
+    monitor = CheckpointMonitor.get_actor(namespace=config.ray_namespace, save_strategy=config.trainer.save_strategy,
+                                          default_local_dir=config.checkpoint_job_dir)
+    import ray
+
+    for step in (1, 2):  # the second is timed: the first also starts the worker's link to the monitor
+        sync_dir = Path(config.checkpoint_job_dir) / f"global_step_{step}" / "actor"
+        _, seconds = synced(lambda: worker.save_state_dict(str(sync_dir), global_step=step))
+        # what Trinity's trainer does next: count the save it asked for, and watch the step
+        ray.get(monitor.register_thread_count.remote(step, state_dict_thread_count=1))
+        ray.get(monitor.monitor_step.remote(step, is_state_dict=True))
+    written = sorted(str(p.relative_to(sync_dir)) for p in sync_dir.rglob("*") if p.is_file())
+    checkpoint = work / "full-checkpoint"
+    _, save_seconds = synced(lambda: worker.save_checkpoint(str(checkpoint), global_step=1))
+    resumed = TrinityActorRolloutRefWorker(config=build_verl_config(config), role="actor_rollout_ref")
+    resumed.init_model()
+    resumed.load_checkpoint(str(checkpoint))
+
+    def adapter_weights(w) -> dict:
+        return {name: p.detach().float().cpu() for name, p in w.actor.engine.module.named_parameters()
+                if "lora_" in name}
+
+    before, after = adapter_weights(worker), adapter_weights(resumed)
+    latest = Path(config.checkpoint_job_dir) / "latest_state_dict_iteration.txt"
+    return {"weight sync (s)": seconds, "weight sync files": written,
+            "weight sync bytes": sum(p.stat().st_size for p in (sync_dir / ADAPTER_FOLDER).rglob("*") if p.is_file()),
+            "weight sync version the monitor recorded": latest.read_text() if latest.is_file() else None,
+            "adapter trained (largest |B|)": max(float(t.abs().max()) for n, t in before.items() if "lora_B" in n),
+            "full checkpoint save (s)": save_seconds,
+            "full checkpoint bytes": sum(p.stat().st_size for p in checkpoint.rglob("*") if p.is_file()),
+            "resumed adapter equal": before.keys() == after.keys() and all(before[n].equal(after[n]) for n in before)}
 
 
 class _Holder:

