@@ -1,7 +1,7 @@
 """FrozenLake with a real model on GPUs: evaluate it, train it, evaluate the result, draw both.
 
     python -m experiments.frozenlake_learning MODEL --out outputs/learning --minutes 12 [--steps N] \\
-        [--batch 32 --group 16 --lr 1e-6] [--data data/frozenlake] [--repeats 4] [--set KEY=VALUE ...]
+        [--batch 32 --group 16 --lr 1e-6] [--lora RANK] [--data data/frozenlake] [--repeats 4] [--set KEY=VALUE ...]
 
 MODEL is a Hugging Face model folder, or a GGUF file, which transformers turns into one
 (dequantized to bf16) in <out>/model first. The steps, in order, each on all of the machine's GPUs:
@@ -9,10 +9,12 @@ MODEL is a Hugging Face model folder, or a GGUF file, which transformers turns i
 1. serve MODEL with vLLM's OpenAI-compatible server and run `scripts/evaluate.py --model openai`
    on the test split (success rate with its interval, invalid-action rate, by map size);
 2. train it with `configs/frozenlake.yaml` through `frozenlake/main.py` (batch, group
-   and learning rate from the flags, anything else with --set), for --steps explore steps, or for
+   and learning rate from the flags, a LoRA adapter instead of the whole model with --lora (rftkit.lora's
+   defaults but the rank), anything else with --set), for --steps explore steps, or for
    --minutes of wall time from the launch: then the run is interrupted as Ctrl-C would, and the
    last checkpoint it completed (one every --save-every trainer steps) is the trained model;
-3. serve the last checkpoint and evaluate it the same way;
+3. serve the last checkpoint (with --lora: MODEL with the checkpoint's adapter, through vLLM's LoRA
+   serving) and evaluate it the same way;
 4. draw the training curves (`rollout/success/mean`, `rollout/invalid_actions/mean`,
    `rollout/env_steps/mean`, `sample/model_version/mean`) with scripts/plot_runs.py, and the two
    evaluations side by side (before_after.png and before_after.md), with a map-by-map sign test:
@@ -36,6 +38,7 @@ from pathlib import Path
 
 from frozenlake.example import FROZENLAKE
 from frozenlake.report import compare
+from rftkit import lora
 from rftkit.cli import ArgumentParser, above, at_least
 from rftkit.files import check_writable
 from rftkit.inputs import open_split, reports_input_errors
@@ -65,9 +68,10 @@ def train_command(model: Path, data: Path, checkpoints: Path, args: argparse.Nam
         settings["buffer.total_steps"] = args.steps
     if args.minutes is None:
         settings["trainer.save_interval"] = args.steps  # one checkpoint, at the end
-    else:  # the run will be cut short: keep recent checkpoints, each with HF weights to serve
-        settings.update({"trainer.save_interval": args.save_every, "trainer.save_hf_checkpoint": "always",
-                         "trainer.max_checkpoints_to_keep": 2})
+    else:  # the run will be cut short: keep recent checkpoints, each with weights to serve (an adapter has its own)
+        settings.update({"trainer.save_interval": args.save_every, "trainer.max_checkpoints_to_keep": 2,
+                         **({} if args.lora else {"trainer.save_hf_checkpoint": "always"})})
+    settings.update(lora.overrides(args.lora, None, None))
     return launch_command(FROZENLAKE, model=model, checkpoints=checkpoints, data={"train": data, "eval": data},
                           attn=args.attn, settings=settings, extra=args.set)
 
@@ -101,6 +105,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=at_least(1), default=32, help="maps per step (default: %(default)s)")
     parser.add_argument("--group", type=at_least(1), default=16, help="rollouts per map (default: %(default)s)")
     parser.add_argument("--lr", type=above(0), default=1e-6, help="learning rate (default: %(default)s)")
+    parser.add_argument("--lora", type=at_least(1), metavar="RANK",
+                        help="train a LoRA adapter of this rank (alpha and layers: the launcher's defaults)")
     parser.add_argument("--repeats", type=at_least(1), default=4, help="evaluation episodes per test map")
     parser.add_argument("--max-tokens", type=at_least(1), default=2048, help="tokens per reply, as in training")
     parser.add_argument("--max-model-len", type=at_least(1), default=25600, help="vLLM context, as in training")
@@ -159,10 +165,11 @@ def main(argv: list[str] | None = None) -> int:
                                check=True).interrupted
     finally:  # a run that failed still shows what it did before failing
         draw_curves(out)
-    trained = last_checkpoint(out / "checkpoints")
+    trained = last_checkpoint(out / "checkpoints", adapter=bool(args.lora))
     log(f"trained {'until interrupted' if interrupted else 'to the end'} in {time.time() - train_started:.0f} s; "
         f"evaluating {trained.parent.parent.name}")
-    with vllm_server(trained, model, out / "serve_after.log", args.max_model_len, flags) as url:
+    weights, adapter = (model, trained) if args.lora else (trained, None)
+    with vllm_server(weights, model, out / "serve_after.log", args.max_model_len, flags, adapter=adapter) as url:
         log(f"evaluating {trained}")
         run_step(evaluate_command(url, data, out / "after", args.repeats, args.max_tokens), out / "eval_after.log",
                  check=True)

@@ -83,6 +83,9 @@ def missing_part(folder: str | os.PathLike) -> str | None:
     for path in sorted(hf.glob("*.safetensors")):
         if not whole_safetensors(path):
             return f"huggingface/{path.name} is cut short"
+    adapter = actor / "lora_adapter" / "adapter_model.safetensors"  # a LoRA run's, written after the shards
+    if adapter.parent.is_dir() and not (adapter.is_file() and whole_safetensors(adapter)):
+        return "lora_adapter/adapter_model.safetensors is missing or cut short"
     return None
 
 

@@ -14,14 +14,16 @@ def job_dir(checkpoints: Path) -> Path | None:
     return found[0].parent if found else None
 
 
-def last_checkpoint(checkpoints: Path) -> Path:
-    """The HF weights of the run's newest complete save (rftkit.checkpoints.missing_part): at or before the step
-    latest_checkpointed_iteration.txt names, which moves once a save has finished; without that file, any step.
-    A run stopped in the middle of re-saving the named step, with its HF weights, leaves that step torn."""
+def last_checkpoint(checkpoints: Path, adapter: bool = False) -> Path:
+    """The HF weights (with `adapter`: the LoRA adapter) of the run's newest complete save
+    (rftkit.checkpoints.missing_part): at or before the step latest_checkpointed_iteration.txt names, which
+    moves once a save has finished; without that file, any step. A run stopped in the middle of re-saving the
+    named step, with its HF weights, leaves that step torn."""
+    part = "lora_adapter" if adapter else "huggingface"
     for job in sorted({tracker.parent for tracker in checkpoints.glob(f"*/*/{TRACKER}")}
                       | {step.parent for step in checkpoints.glob("*/*/global_step_*")}):
         for step in complete_steps(job, up_to=tracker_step(job)):
-            weights = job / f"global_step_{step}" / "actor" / "huggingface"
+            weights = job / f"global_step_{step}" / "actor" / part
             if weights.is_dir():
                 return weights
-    raise SystemExit(f"error: no complete global_step_*/actor/huggingface below {checkpoints}")
+    raise SystemExit(f"error: no complete global_step_*/actor/{part} below {checkpoints}")

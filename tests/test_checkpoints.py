@@ -152,6 +152,13 @@ def test_a_checkpoint_is_complete_only_with_every_rank_and_every_file_whole(tmp_
     index.write_text(json.dumps({"weight_map": {"w": "model-00002-of-00002.safetensors"}}))
     assert checkpoints.missing_part(folder) == "huggingface/model-00002-of-00002.safetensors is missing"
     index.unlink()
+    adapter = actor / "lora_adapter"  # a LoRA run's, written after the shards
+    adapter.mkdir()
+    assert checkpoints.missing_part(folder) == "lora_adapter/adapter_model.safetensors is missing or cut short"
+    (adapter / "adapter_model.safetensors").write_bytes(whole[:-1])
+    assert checkpoints.missing_part(folder) == "lora_adapter/adapter_model.safetensors is missing or cut short"
+    (adapter / "adapter_model.safetensors").write_bytes(whole)
+    assert checkpoints.missing_part(folder) is None
 
     shard = actor / "optim_world_size_2_rank_1.pt"
     data = shard.read_bytes()

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from experiments import frozenlake_learning as learning
 from runkit.runs import last_checkpoint
@@ -47,7 +48,7 @@ def train_dry_run(args, tmp_path, sample_work):
 
 def test_the_training_launch_passes_trinitys_checker(sample_work, tmp_path):
     args = argparse.Namespace(steps=40, minutes=None, batch=8, group=8, lr=2e-6, set=["explorer.runner_per_model=8"],
-                              attn=None)
+                              attn=None, lora=None)
     out = train_dry_run(args, tmp_path, sample_work)
     assert "group 8, batch 8 tasks (1024 experiences), lr 2e-06" in out  # the config's train batch
     assert "runners/engine 8" in out and "every 40 steps" in out
@@ -56,12 +57,28 @@ def test_the_training_launch_passes_trinitys_checker(sample_work, tmp_path):
 
 
 def test_a_timed_launch_keeps_recent_checkpoints_with_hf_weights(sample_work, tmp_path):
-    args = argparse.Namespace(steps=None, minutes=12, save_every=10, batch=8, group=8, lr=1e-6, set=[], attn=None)
+    args = argparse.Namespace(steps=None, minutes=12, save_every=10, batch=8, group=8, lr=1e-6, set=[], attn=None,
+                              lora=None)
     command = learning.train_command(tmp_path / "model", tmp_path / "data", tmp_path / "ckpt", args)
     assert not any("buffer.total_steps" in part for part in command)  # the time budget decides
     assert {"--set=trainer.save_interval=10", '--set=trainer.save_hf_checkpoint="always"',
             "--set=trainer.max_checkpoints_to_keep=2"} <= set(command)
     assert "every 10 steps" in train_dry_run(args, tmp_path, sample_work)
+
+
+def test_a_lora_launch_trains_an_adapter_and_keeps_no_hf_copies(sample_work, tmp_path):
+    from transformers import AutoConfig
+
+    args = argparse.Namespace(steps=None, minutes=12, save_every=10, batch=8, group=8, lr=1e-5, set=[], attn=None,
+                              lora=8)
+    AutoConfig.for_model("qwen2", hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                         num_key_value_heads=2, vocab_size=1000,
+                         architectures=["Qwen2ForCausalLM"]).save_pretrained(tmp_path / "model")
+    data = copy_sample_data(sample_work, tmp_path / "data", only="frozenlake")
+    command = learning.train_command(tmp_path / "model", data, tmp_path / "ckpt", args)
+    assert not any("save_hf_checkpoint" in part for part in command)  # the adapter is what gets served
+    out = dry_run(command)
+    assert "trained         LoRA rank 8 on all-linear, alpha 32: " in out and "sync            checkpoint" in out
 
 
 def test_the_last_checkpoint_is_the_highest_complete_step(tmp_path):
@@ -156,11 +173,13 @@ def test_the_wilson_interval_holds_the_rate_at_both_ends():
             assert 0.0 <= low <= successes / trials <= high <= 1.0, (successes, trials)
 
 
-def test_the_whole_script_runs_with_a_fixture_server_and_a_recorded_run(tmp_path, monkeypatch):
+@pytest.mark.parametrize("lora", [False, True], ids=["whole-model", "lora"])
+def test_the_whole_script_runs_with_a_fixture_server_and_a_recorded_run(tmp_path, monkeypatch, lora):
     """main() from data to comparison, with the two GPU parts replaced by stand-ins: the fixture
     server for `vllm serve` (the starting model never moves, the trained one always goes Right),
     and for the launch, a run folder as Trinity leaves it after an interrupt. The data step's command is
-    checked and answered with 20 test maps by the data code (tests/test_frozenlake_data.py runs the script)."""
+    checked and answered with 20 test maps by the data code (tests/test_frozenlake_data.py runs the script).
+    With --lora the trained model is the starting one served with the last checkpoint's adapter."""
     import contextlib
 
     from frozenlake.data import write_dataset
@@ -171,9 +190,9 @@ def test_the_whole_script_runs_with_a_fixture_server_and_a_recorded_run(tmp_path
     served = []
 
     @contextlib.contextmanager
-    def fixture_server(weights, tokenizer, log_file, max_model_len, flags):
-        served.append((weights, tokenizer, tuple(flags)))
-        reply = "I would rather wait." if weights == model else "Going right: ```Right```"
+    def fixture_server(weights, tokenizer, log_file, max_model_len, flags, adapter=None):
+        served.append((weights, tokenizer, tuple(flags), adapter))
+        reply = "I would rather wait." if (weights, adapter) == (model, None) else "Going right: ```Right```"
         with FakeVLLMServer(lambda body: reply) as server:
             yield server.url + "/v1"
 
@@ -187,8 +206,15 @@ def test_the_whole_script_runs_with_a_fixture_server_and_a_recorded_run(tmp_path
         if command[1] != "frozenlake/main.py":
             return real_run(command, log_file, **kw)
         assert "--attn" not in command and kw["timeout"] == 0.5 * 60  # the launcher's own choice of attention
+        assert any(part.startswith("--set=model.lora_configs=") for part in command) is lora
         run = record_run(tmp_path / "out")
-        write_checkpoint(run / "global_step_10", hf_weights=True)
+        write_checkpoint(run / "global_step_10", hf_weights=not lora)
+        if lora:
+            from safetensors.torch import save_file
+
+            (run / "global_step_10" / "actor" / "lora_adapter").mkdir()
+            save_file({"w": torch.zeros(2)}, str(run / "global_step_10" / "actor" / "lora_adapter" /
+                                                 "adapter_model.safetensors"))
         (run / "global_step_20" / "actor" / "huggingface").mkdir(parents=True)  # being written when it was stopped
         (run / "latest_checkpointed_iteration.txt").write_text("10")
         return Step(130, 30.0, interrupted=True)
@@ -198,12 +224,12 @@ def test_the_whole_script_runs_with_a_fixture_server_and_a_recorded_run(tmp_path
     monkeypatch.setattr(learning, "require_cuda", lambda what: None)  # the fixtures stand in for the GPU
     out = tmp_path / "out"
     assert learning.main([str(model), "--out", str(out), "--data", str(tmp_path / "data"), "--minutes", "0.5",
-                          "--repeats", "1"]) == 0
-    trained = out / "checkpoints" / "AgentScope-FrozenLake" / "frozenlake-grpo" / "global_step_10" / "actor" / \
-        "huggingface"
+                          "--repeats", "1", *(["--lora", "8"] if lora else [])]) == 0
+    step = out / "checkpoints" / "AgentScope-FrozenLake" / "frozenlake-grpo" / "global_step_10" / "actor"
     engine = ("--enable-auto-tool-choice", "--tool-call-parser", "hermes",  # frozenlake.yaml's engine
               "--compilation-config", '{"mode":0,"cudagraph_mode":"FULL_DECODE_ONLY"}')
-    assert served == [(model, model, engine), (trained, model, engine)]  # the trained weights, the start's tokenizer
+    trained = (model, model, engine, step / "lora_adapter") if lora else (step / "huggingface", model, engine, None)
+    assert served == [(model, model, engine, None), trained]  # the trained weights, the start's tokenizer
     before, after = (json.loads((out / name / "report.json").read_text()) for name in ("before", "after"))
     assert before["episodes"] == after["episodes"] == 20
     assert before["invalid_action_rate"] == 1.0 and after["invalid_action_rate"] == 0.0

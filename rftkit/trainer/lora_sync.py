@@ -75,10 +75,13 @@ def whole_adapter(worker, local_path: str) -> None:
         if not weights:
             raise RuntimeError("rftkit.trainer.lora_sync: the trainer's model has an adapter but no adapter weight "
                                "was found in it; check adapter_weights against this verl and PEFT")
+        from rftkit.files import atomic_paths
+
         folder = os.path.join(local_path, ADAPTER_FOLDER)
         os.makedirs(folder, exist_ok=True)
-        save_file(weights, os.path.join(folder, ADAPTER_FILE))
         getattr(module, "_fsdp_wrapped_module", module).peft_config["default"].save_pretrained(folder)
+        with atomic_paths(os.path.join(folder, ADAPTER_FILE)) as (path,):  # there only once whole: the engine reads it
+            save_file(weights, str(path))
     torch.distributed.barrier()
 
 
