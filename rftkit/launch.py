@@ -157,7 +157,7 @@ def _launch(args, workflow_func, judge_func, data, check_data) -> int:
     if check_data is not None:
         check_data(config)
     lora.check(config)
-    lora.sync_adapters(config)
+    lora.adapter_saves(config)
     lora_line = lora.describe(config)  # refuses modules the model lacks
     lora.use_initial_adapter(config)
     workflow_func, judge_func = (load(f) if isinstance(f, str) else f for f in (workflow_func, judge_func))

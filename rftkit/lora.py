@@ -69,11 +69,15 @@ def settings_of(config: dict) -> dict | None:
 
 
 def check(config: dict) -> None:
-    """Refuse adapter settings that no model can train (a rank or alpha below 1), and a sync that cannot reach
-    vLLM's adapter (`sync_adapters`)."""
+    """Refuse adapter settings that no model can train or vLLM serve, and saves that cannot work with an adapter
+    (`adapter_saves`)."""
     settings = settings_of(config)
     if settings is None:
         return
+    if (config.get("trainer") or {}).get("save_hf_checkpoint") in ("last", "always"):
+        raise InputError("trainer.save_hf_checkpoint: with an adapter verl writes the wrapped model's weights into "
+                         "huggingface/, which no loader reads as the model; leave it out: every checkpoint holds the "
+                         "adapter in lora_adapter/ (scripts/merge_lora.py makes a model folder of it)")
     method = (config.get("synchronizer") or {}).get("sync_method")
     if method == "memory":
         raise InputError("synchronizer.sync_method: memory hands the engine the whole model, which an engine "
@@ -113,12 +117,15 @@ def check_adapter(folder: Path, flag: str) -> dict:
     return read_json(folder / ADAPTER_FILES[0], flag=flag)
 
 
-def sync_adapters(config: dict) -> None:
-    """With an adapter, Trinity-RFT's checkpoint sync, made adapter-only (rftkit.trainer.lora_sync): its vLLM
-    engine loads the adapter from each sync's folder, and the other methods write none there (NCCL, which
-    Trinity replaces by the checkpoint sync for LoRA, and memory, which it gives one GPU)."""
+def adapter_saves(config: dict) -> None:
+    """With an adapter: Trinity-RFT's checkpoint sync, made adapter-only (rftkit.trainer.lora_saves), since its vLLM
+    engine loads the adapter from each sync's folder and the other methods write none there (NCCL, which Trinity
+    replaces by the checkpoint sync for LoRA, and memory, which it gives one GPU); and no HF copy of the model in
+    checkpoints, which verl would write with the adapter's wrapped names (`base_layer`), a folder no loader
+    reads as the model. The adapter itself is in every checkpoint."""
     if adapter(config) is not None:
         config.setdefault("synchronizer", {})["sync_method"] = "checkpoint"
+        config.setdefault("trainer", {})["save_hf_checkpoint"] = "never"
 
 
 def peft_model(model_path: Path, settings: dict):

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from rftkit import checkpoints, run_state, startup, trinity_plugins
 from rftkit.trainer import (attention, colocate, concurrent_start, early_runners, layer_levers, lean_engine,
-                            lora_sync, ref_model)
+                            lora_saves, ref_model)
 
 
 def setup() -> None:
     """Every run: the project's Trinity plugins (rftkit.trinity_plugins), verl's trainer without
     flash-attn (rftkit.trainer.attention), the reference model's weights on the GPU
     (rftkit.trainer.ref_model), a LoRA run's sync that writes the adapter alone
-    (rftkit.trainer.lora_sync), state files that a killed run can be resumed from (rftkit.run_state),
+    (rftkit.trainer.lora_saves), state files that a killed run can be resumed from (rftkit.run_state),
     checkpoints that a kill cannot tear (rftkit.checkpoints), the start-up phases each worker ends
     marked in the launch's timeline (rftkit.startup), and, unless the launch switches them off
     (rftkit.cluster.FAST_START), the trainer's workers (rftkit.trainer.concurrent_start) and the
@@ -26,7 +26,7 @@ def setup() -> None:
     early_runners.worker_setup()
     lean_engine.worker_setup()
     ref_model.worker_setup()
-    lora_sync.worker_setup()
+    lora_saves.worker_setup()
     layer_levers.worker_setup()
     run_state.worker_setup()
     checkpoints.worker_setup()

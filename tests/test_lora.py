@@ -120,7 +120,7 @@ def test_a_model_vllm_cannot_serve_with_adapters_is_refused(tmp_path, frozenlake
 def test_on_one_gpu_the_adapter_goes_to_the_engine_through_files_and_a_memory_sync_is_refused(tmp_path,
                                                                                              frozenlake_data, qwen2):
     """Colocated, Trinity would sync through memory, which no LoRA engine reads: the launcher asks for its checkpoint
-    sync instead (made adapter-only in the trainer, rftkit.trainer.lora_sync), and refuses memory if a user asks."""
+    sync instead (made adapter-only in the trainer, rftkit.trainer.lora_saves), and refuses memory if a user asks."""
     result = dry_run(tmp_path, frozenlake_data, qwen2, "--lora", gpus=1)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "(mode colocate)" in result.stdout and "sync            checkpoint" in result.stdout
@@ -130,6 +130,24 @@ def test_on_one_gpu_the_adapter_goes_to_the_engine_through_files_and_a_memory_sy
         "error: synchronizer.sync_method: memory hands the engine the whole model")
     assert not (tmp_path / "ckpt").exists()
     assert "sync            memory" in dry_run(tmp_path, frozenlake_data, qwen2, gpus=1).stdout  # without LoRA
+
+
+def test_an_hf_copy_of_the_model_in_checkpoints_is_off_with_an_adapter_and_refused_when_asked(tmp_path,
+                                                                                            frozenlake_data, qwen2):
+    """verl would write the PEFT-wrapped weights (`...q_proj.base_layer.weight`, `lora_A.default`) as huggingface/:
+    the launch turns that save off, and refuses it when the config asks for one."""
+    from rftkit.overrides import load_yaml
+
+    config = {"model": {"lora_configs": [{"lora_rank": 8}]}}
+    lora.adapter_saves(config)
+    assert config["trainer"]["save_hf_checkpoint"] == "never" and config["synchronizer"]["sync_method"] == "checkpoint"
+    config = load_yaml(REPO / "configs" / "frozenlake.yaml")
+    lora.adapter_saves(config)
+    assert "save_hf_checkpoint" not in config.get("trainer", {})  # no adapter: Trinity's default stays
+    result = dry_run(tmp_path, frozenlake_data, qwen2, "--lora", "--set", "trainer.save_hf_checkpoint=always")
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1].startswith(
+        "error: trainer.save_hf_checkpoint: with an adapter verl writes the wrapped model's weights")
 
 
 def test_the_engines_first_adapter_leaves_the_model_as_it_is(tmp_path, qwen2):
@@ -214,3 +232,59 @@ def test_merging_refuses_what_is_not_an_adapter_of_this_base(tmp_path, qwen2):
                                "--out", str(tmp_path / "merged")], cwd=tmp_path, timeout=180)
         assert result.returncode == 2 and message in result.stderr.strip().splitlines()[-1], result.stderr[-2000:]
         assert not (tmp_path / "merged").exists() and not (tmp_path / "merged.partial").exists()
+
+
+def test_a_peft_models_checkpoint_shard_is_its_adapter_and_loads_over_the_base(qwen2):
+    """rftkit.trainer.lora_saves.adapter_state_only, on PEFT's model without FSDP (tests/test_trainer_speed.py runs
+    it under verl's FSDP2 checkpoints): the saved entries are the adapter's; loading them over a fresh base restores
+    the adapter; a shard without one of them is refused; a whole-model shard loads as before."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    from rftkit.trainer.lora_saves import adapter_state_only
+
+    def peft():
+        model = AutoModelForCausalLM.from_pretrained(qwen2)
+        return get_peft_model(model, LoraConfig(r=8, target_modules="all-linear", task_type="CAUSAL_LM"))
+
+    trained = peft()
+    with torch.no_grad():
+        for name, param in trained.named_parameters():
+            if "lora_B" in name:
+                param.fill_(0.5)
+    with adapter_state_only(trained):
+        shard = trained.state_dict()
+    assert shard and all("lora_" in name for name in shard)
+    assert len(trained.state_dict()) > len(shard)  # the method is the class's again after the block
+    resumed = peft()
+    with adapter_state_only(resumed):
+        resumed.load_state_dict(shard)
+    assert all(torch.equal(a, b) for a, b in zip(trained.state_dict().values(), resumed.state_dict().values()))
+    other = peft()
+    with adapter_state_only(other), pytest.raises(RuntimeError, match="lacks adapter weight .*lora_"):
+        other.load_state_dict(dict(list(shard.items())[1:]))
+    whole = peft()
+    with adapter_state_only(whole):
+        whole.load_state_dict(trained.state_dict())  # strict, as verl loads an older checkpoint
+    assert all(torch.equal(a, b) for a, b in zip(trained.state_dict().values(), whole.state_dict().values()))
+
+
+def test_the_lora_patches_stop_when_trinity_or_verl_moved():
+    import types
+
+    from rftkit.trainer import lora_saves
+
+    class Moved:
+        def save_checkpoint(self):
+            pass
+
+        def load_checkpoint(self):
+            pass
+
+        def save_state_dict(self):
+            pass
+
+    with pytest.raises(RuntimeError, match="written against verl 0.8.0"):
+        lora_saves.small_checkpoints(types.SimpleNamespace(FSDPCheckpointManager=Moved))
+    with pytest.raises(RuntimeError, match="written against Trinity-RFT 0.6.0"):
+        lora_saves.adapter_only(types.SimpleNamespace(TrinityActorRolloutRefWorker=Moved))

@@ -97,7 +97,7 @@ def test_fsdp1_takes_the_same_step_and_hands_the_engine_the_same_weights(runs):
 
 def test_a_lora_step_trains_the_adapter_syncs_it_alone_and_resumes_it_from_a_checkpoint(runs):
     """The launcher's LoRA defaults (rftkit.lora) on the trainer's real path: a step trains only the adapter, the
-    sync writes the adapter alone where Trinity's engine loads it (rftkit.trainer.lora_sync) with the checkpoint
+    sync writes the adapter alone where Trinity's engine loads it (rftkit.trainer.lora_saves) with the checkpoint
     monitor told, and a full checkpoint loads into a new worker with the same adapter."""
     lora, full = runs["varlen-lora"], runs["varlen"]
     assert 0 < lora["trainable parameters"] < lora["parameters"] / 10
@@ -109,6 +109,8 @@ def test_a_lora_step_trains_the_adapter_syncs_it_alone_and_resumes_it_from_a_che
     assert lora["trainable parameters"] * 2 < lora["weight sync bytes"] < lora["trainable parameters"] * 4 + 20_000
     assert lora["weight sync version the monitor recorded"] == "2"
     assert lora["resumed adapter equal"] is True
+    # the checkpoint's model shard holds the adapter, not the frozen base the worker loads from the model's folder
+    assert lora["full checkpoint model shard bytes"] < lora["trainable parameters"] * 4 + 50_000
 
 
 def test_a_step_is_timed_and_counted(runs):

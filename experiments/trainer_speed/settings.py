@@ -84,7 +84,7 @@ SETTINGS = {
     "liger-ckpt-half": dict(attn="varlen", old_setup=False, sync=False, overrides={LIGER_KEY: True},
                             env={CHECKPOINT_ENV: "2"}),
     # varlen training a LoRA adapter of the launcher's defaults (rftkit.lora) instead of the whole model; its sync
-    # is the adapter written for the engine (rftkit.trainer.lora_sync), and a full checkpoint is saved and loaded
+    # is the adapter written for the engine (rftkit.trainer.lora_saves), and a full checkpoint is saved and loaded
     "varlen-lora": dict(attn="varlen", old_setup=False, sync=True, overrides=lora.overrides(lora.DEFAULT_RANK, None,
                                                                                             None)),
     "liger-lora": dict(attn="varlen", old_setup=False, sync=True,
@@ -162,7 +162,7 @@ def trinity_config(example: str, model: Path, work: Path, setting: str):
                  **attention.overrides(chosen["attn"]), **chosen["overrides"],
                  "trainer.max_token_len_per_gpu": budget(example, setting)}
     config = resolve_config(load_yaml(config_path), overrides, cluster.plan_cluster(1, 1, 1, None), config_path.name)
-    lora.sync_adapters(config)  # as the launcher does, where the setting trains an adapter
+    lora.adapter_saves(config)  # as the launcher does, where the setting trains an adapter
     lora.use_initial_adapter(config)
     lora.write_initial_adapter(config)
     return validate(config, described.workflow, described.judge)

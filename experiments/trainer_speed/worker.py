@@ -183,18 +183,19 @@ def run_setting(example: str, setting: str, model: Path, work: Path, steps: int,
 
 def adapter_sync_and_resume(worker, config, work: Path) -> dict:
     """A LoRA setting's sync, as Trinity's checkpoint sync makes it (the worker's `save_state_dict`, adapter-only
-    through rftkit.trainer.lora_sync, with the checkpoint monitor told), and a full checkpoint saved, then loaded
-    into a second worker, which must hold the same adapter."""
+    through rftkit.trainer.lora_saves, with the checkpoint monitor told), and a full checkpoint (its model shard the
+    adapter alone, lora_saves again) saved, then loaded into a second worker, which must hold the same adapter."""
     from trinity.trainer.verl.config import build_verl_config
     from trinity.trainer.verl.trainer import CheckpointMonitor
     from trinity.trainer.verl.workers import TrinityActorRolloutRefWorker
 
-    from rftkit.trainer.lora_sync import ADAPTER_FOLDER
+    from rftkit.trainer.lora_saves import ADAPTER_FOLDER
 
     monitor = CheckpointMonitor.get_actor(namespace=config.ray_namespace, save_strategy=config.trainer.save_strategy,
                                           default_local_dir=config.checkpoint_job_dir)
     import ray
 
+    ray.get(monitor.register_thread_count.remote(0))  # created before the worker looks it up by name
     for step in (1, 2):  # the second is timed: the first also starts the worker's link to the monitor
         sync_dir = Path(config.checkpoint_job_dir) / f"global_step_{step}" / "actor"
         _, seconds = synced(lambda: worker.save_state_dict(str(sync_dir), global_step=step))
@@ -220,6 +221,7 @@ def adapter_sync_and_resume(worker, config, work: Path) -> dict:
             "adapter trained (largest |B|)": max(float(t.abs().max()) for n, t in before.items() if "lora_B" in n),
             "full checkpoint save (s)": save_seconds,
             "full checkpoint bytes": sum(p.stat().st_size for p in checkpoint.rglob("*") if p.is_file()),
+            "full checkpoint model shard bytes": sum(p.stat().st_size for p in checkpoint.glob("model_world_size_*")),
             "resumed adapter equal": before.keys() == after.keys() and all(before[n].equal(after[n]) for n in before)}
 
 

@@ -133,9 +133,11 @@ def command_for(config: str, work: Path, model: Path, checkpoints: Path, fault: 
     from rftkit import lora
 
     example, selector = CONFIGS[config]
+    settings = {**SMOKE_SETTINGS, **FAULTS.get(fault, {}), **lora.overrides(lora_rank, None, None)}
+    if lora_rank is not None:  # the adapter is what a checkpoint holds to serve (rftkit.lora.adapter_saves)
+        del settings["trainer.save_hf_checkpoint"]
     return launch_command(example, config=example.configs[selector], model=model, checkpoints=checkpoints,
-                          data=sample_data(example, work), attn=attn,
-                          settings={**SMOKE_SETTINGS, **FAULTS.get(fault, {}), **lora.overrides(lora_rank, None, None)})
+                          data=sample_data(example, work), attn=attn, settings=settings)
 
 
 def launch_plan(checkpoints: Path) -> tuple[int, str]:

@@ -1,4 +1,5 @@
-"""LoRA's weight sync: the adapter, not the model, goes to the engine, and the adapter written is whole.
+"""A LoRA run's saves: the adapter, not the model, goes to the engine; checkpoints keep the adapter, not the
+base model; and the adapter written is whole.
 
 With an adapter, Trinity-RFT 0.6.0's vLLM engine never loads weights a sync sends: at each new
 model version it loads `<job>/global_step_N/actor/lora_adapter` from disk (`vllm_model.sync_model_weights`).
@@ -7,8 +8,14 @@ time (`TrinityActorRolloutRefWorker.save_state_dict`), which the engine does not
 which a colocated run gets, writes no adapter at all, so the engine would look for a folder that is never
 there. The launcher therefore gives a LoRA run the checkpoint sync (rftkit.lora), and `adapter_only`
 makes its state-dict save write the adapter alone, with the checkpoint monitor told as before, so that
-the Synchronizer picks the new version up and removes the previous one. A full checkpoint
-(`save_checkpoint`) still holds the model and its optimizer, what a resume needs, and the adapter.
+the Synchronizer picks the new version up and removes the previous one.
+
+verl's checkpoints (`FSDPCheckpointManager`) hold every rank's shard of the model's state dict, the
+frozen base model included: for Qwen2.5-3B, gigabytes a checkpoint that a resume reads back to no
+purpose, since the launch loads the same base from `model.model_path`. `small_checkpoints` makes a
+PEFT model's shard hold the adapter's weights alone, and its load fill the adapter from it over the
+base the worker loaded, refusing a shard that lacks one of them. Optimizer, scheduler and random states
+are saved as before (the optimizer holds the adapter's moments only anyway).
 
 Trinity writes the adapter in `_save_lora`, which with PEFT 0.21 writes an adapter without a tensor: it
 hands PEFT each decoder layer's state dict with the layer's own key names (verl's
@@ -21,6 +28,7 @@ without a tensor stops the run.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 from types import ModuleType
@@ -33,13 +41,78 @@ ADAPTER_FOLDER = "lora_adapter"  # where Trinity's `_save_lora` writes, and its 
 ADAPTER_FILE = "adapter_model.safetensors"
 SAVES_ADAPTER = "lora_save_path = os.path.join(local_path, \"lora_adapter\")"  # in `_save_lora`
 STREAMS_MODEL = "per_tensor_param, _ = self.actor.engine.get_per_tensor_param()"  # in `save_state_dict`
+CHECKPOINTS = "verl.utils.checkpoint.fsdp_checkpoint_manager"  # written against verl 0.8.0
+VERL_VERSION = "0.8.0"
+SAVES_SHARD = "model_state_dict = self.model.state_dict()"  # in `FSDPCheckpointManager.save_checkpoint`
+LOADS_SHARD = "self.model.load_state_dict(model_state_dict)"  # in `FSDPCheckpointManager.load_checkpoint`
+
+
+def is_peft(module) -> bool:
+    """Whether a (possibly FSDP-wrapped) model is a PEFT model: an adapter on a frozen base."""
+    return hasattr(getattr(module, "_fsdp_wrapped_module", module), "peft_config")
 
 
 def trains_adapter(worker) -> bool:
-    """Whether this trainer worker's actor is a PEFT model (an adapter on a frozen base)."""
+    """Whether this trainer worker's actor is a PEFT model."""
     engine = getattr(getattr(worker, "actor", None), "engine", None)
-    module = getattr(engine, "module", None)
-    return hasattr(getattr(module, "_fsdp_wrapped_module", module), "peft_config")
+    return is_peft(getattr(engine, "module", None))
+
+
+def is_adapter_key(name: str) -> bool:
+    return "lora_" in name  # PEFT's LoRA weights: lora_A, lora_B (and lora_embedding_A/B)
+
+
+@contextlib.contextmanager
+def adapter_state_only(model):
+    """Inside the block, `model.state_dict()` holds the adapter's entries alone, and `model.load_state_dict(shard)`
+    of such a shard loads them over the model's own base weights: a RuntimeError names an adapter weight the
+    shard lacks. A shard with base weights in it (a checkpoint saved without this) loads as before."""
+    state_dict, load_state_dict = model.state_dict, model.load_state_dict
+
+    def adapter_state_dict(*args, **kwargs):
+        return {name: value for name, value in state_dict(*args, **kwargs).items() if is_adapter_key(name)}
+
+    def load_adapter_state_dict(shard, *args, **kwargs):
+        if not shard or not all(is_adapter_key(name) for name in shard):
+            return load_state_dict(shard, *args, **kwargs)
+        result = load_state_dict(shard, strict=False)
+        if missing := [name for name in result.missing_keys if is_adapter_key(name)]:
+            raise RuntimeError(f"rftkit.trainer.lora_saves: the checkpoint's model shard lacks adapter weight "
+                               f"{missing[0]} ({len(missing)} in all): not this run's adapter")
+        return result
+
+    model.state_dict, model.load_state_dict = adapter_state_dict, load_adapter_state_dict
+    try:
+        yield
+    finally:
+        del model.state_dict, model.load_state_dict  # the class's methods again
+
+
+def small_checkpoints(checkpoints: ModuleType) -> None:
+    """Patch verl's `FSDPCheckpointManager`: a PEFT model's model shard is saved and loaded as its adapter alone
+    (`adapter_state_only`); other models' as before. Stops the worker if verl's methods moved."""
+    manager = checkpoints.FSDPCheckpointManager
+    save, load = manager.save_checkpoint, manager.load_checkpoint
+    if getattr(save, "adapter_only", False):
+        return
+    if not (source_has(save, SAVES_SHARD) and source_has(load, LOADS_SHARD)):
+        raise RuntimeError(f"rftkit.trainer.lora_saves was written against verl {VERL_VERSION}, whose "
+                           f"FSDPCheckpointManager saves the model shard with `{SAVES_SHARD}` and loads it with "
+                           f"`{LOADS_SHARD}`; this verl does not, so LoRA checkpoints cannot be kept small: check "
+                           f"rftkit/trainer/lora_saves.py against it")
+
+    def wrapped(method):
+        @functools.wraps(method)
+        def with_adapter_state(self, *args, **kwargs):
+            if self.model is None or not is_peft(self.model):
+                return method(self, *args, **kwargs)
+            with adapter_state_only(self.model):
+                return method(self, *args, **kwargs)
+
+        with_adapter_state.adapter_only = True
+        return with_adapter_state
+
+    manager.save_checkpoint, manager.load_checkpoint = wrapped(save), wrapped(load)
 
 
 def adapter_weights(module) -> dict:
@@ -73,15 +146,14 @@ def whole_adapter(worker, local_path: str) -> None:
     weights = adapter_weights(module)
     if torch.distributed.get_rank() == 0:
         if not weights:
-            raise RuntimeError("rftkit.trainer.lora_sync: the trainer's model has an adapter but no adapter weight "
+            raise RuntimeError("rftkit.trainer.lora_saves: the trainer's model has an adapter but no adapter weight "
                                "was found in it; check adapter_weights against this verl and PEFT")
-        from rftkit.files import atomic_paths
-
         folder = os.path.join(local_path, ADAPTER_FOLDER)
         os.makedirs(folder, exist_ok=True)
         getattr(module, "_fsdp_wrapped_module", module).peft_config["default"].save_pretrained(folder)
-        with atomic_paths(os.path.join(folder, ADAPTER_FILE)) as (path,):  # there only once whole: the engine reads it
-            save_file(weights, str(path))
+        target = os.path.join(folder, ADAPTER_FILE)
+        save_file(weights, target + ".partial")
+        os.replace(target + ".partial", target)  # there only once whole: the engine and a resume read it
     torch.distributed.barrier()
 
 
@@ -95,10 +167,10 @@ def adapter_only(workers: ModuleType) -> None:
         return
     if not (source_has(save_state_dict, STREAMS_MODEL) and source_has(getattr(worker_class, "_save_lora", None),
                                                                        SAVES_ADAPTER)):
-        raise RuntimeError(f"rftkit.trainer.lora_sync was written against Trinity-RFT {TRINITY_VERSION}, whose "
+        raise RuntimeError(f"rftkit.trainer.lora_saves was written against Trinity-RFT {TRINITY_VERSION}, whose "
                            f"worker saves a sync's weights in save_state_dict and the adapter in _save_lora at "
                            f"<path>/{ADAPTER_FOLDER}; this Trinity does not, so a LoRA run's sync cannot be made "
-                           f"adapter-only: check rftkit/trainer/lora_sync.py against it")
+                           f"adapter-only: check rftkit/trainer/lora_saves.py against it")
 
     @functools.wraps(save_state_dict)  # keeps verl's dispatch mark, which the worker group binds by
     def save_adapter_state_dict(self, local_path, global_step=0):
@@ -117,5 +189,7 @@ def adapter_only(workers: ModuleType) -> None:
 
 
 def worker_setup() -> None:
-    """In a Ray worker: patch Trinity's trainer worker once it is imported (it does nothing without an adapter)."""
+    """In a Ray worker: patch Trinity's trainer worker and verl's checkpoints once they are imported (the patches
+    change nothing without an adapter)."""
     patch_on_import(WORKERS, adapter_only)
+    patch_on_import(CHECKPOINTS, small_checkpoints)
