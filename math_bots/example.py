@@ -10,8 +10,8 @@ MATH = Example(
     task_columns=data.TASK_COLUMNS, task_ranges=data.TASK_RANGES,
     data={"train": data.DEFAULT_TRAIN_DIR, "eval": data.DEFAULT_AIME_DIR},
     data_flags={"train": "--train-dir", "eval": "--eval-dir"},
-    data_remedy="run scripts/prepare_math_data.py first, or, offline, give --train-dir and --eval-dir "
-                "math_bots/tasksets/gsm_symbolic (README.md, Math with BOTS)",
+    data_remedy="run scripts/prepare_math_data.py first, or, offline, give {flags} math_bots/tasksets/gsm_symbolic "
+                "(README.md, Math with BOTS)",
     configs={"random": "configs/config_random.yaml", "difficulty": "configs/config_difficulty.yaml"},
     default_selector="difficulty",
     tags=("rollout/accuracy/mean", "eval/aime24/accuracy/mean@1", "eval/aime24/format/mean@1"),

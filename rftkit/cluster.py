@@ -32,9 +32,12 @@ def plan_cluster(nodes: int, gpus_per_node: int, tensor_parallel: int, engines: 
     """
     total = nodes * gpus_per_node
     if total == 1:  # the engine and the trainer share the one GPU
-        if tensor_parallel != 1 or engines not in (None, 1):
-            raise ValueError(f"one GPU holds one rollout engine of one GPU beside the trainer; got "
-                             f"{engines or 1} engine(s) x tensor_parallel_size {tensor_parallel}")
+        if engines not in (None, 1):
+            raise ValueError(f"--engines {engines}: one GPU holds one rollout engine beside the trainer; give "
+                             f"--engines 1, or plan more GPUs (--gpus)")
+        if tensor_parallel != 1:
+            raise ValueError(f"explorer.rollout_model.tensor_parallel_size {tensor_parallel}: on one GPU the "
+                             f"engine has that GPU alone; set it to 1, or plan more GPUs (--gpus)")
         return {"node_num": 1, "gpu_per_node": 1, "engine_num": 1, "mode": "colocate", "trainer_gpus": 1,
                 "why": "one GPU: the engine and the trainer share it (colocate)"}
     if engines is not None:

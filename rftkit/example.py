@@ -55,7 +55,8 @@ class Example:
     task_ranges: dict[str, tuple]  # the bounds of their values: name -> (least, most), None for no bound
     data: dict[str, str]  # role ("train", "eval") -> default folder
     data_flags: dict[str, str]  # role -> main.py's flag for that folder (one flag may serve both)
-    data_remedy: str  # ends every data error: how to make good data
+    # ends every data error: how to make good data; "{flags}" in it stands for the flags that name the data folders
+    data_remedy: str
     configs: dict[str, str]  # task selector -> config file, relative to the repo
     default_selector: str  # main.py's default --config
     tags: tuple[str, ...]  # tensorboard tags every training run writes (a prefix if it ends in "/")
@@ -88,10 +89,15 @@ class Example:
     def report(self) -> ModuleType:
         return importlib.import_module(self.report_module)
 
+    def remedy(self, flags: str | None = None) -> str:
+        """`data_remedy` for a command whose data folders `flags` names (default: main.py's data flags)."""
+        launcher = " and ".join(dict.fromkeys(self.data_flags.values()))
+        return self.data_remedy.format(flags=flags or launcher)
+
     def check_data(self, config: dict) -> None:
         """Refuse the task splits a resolved launch config names unless they exist and hold this example's columns,
         with values in their ranges; warn of eval tasks that the training split holds too."""
-        check_task_splits(config, self.task_columns, self.data_remedy, self.data_flags, self.task_ranges)
+        check_task_splits(config, self.task_columns, self.remedy(), self.data_flags, self.task_ranges)
         warn_seen_tasksets(config, self.task_key)
 
     def config_path(self, selector: str | None = None) -> Path:

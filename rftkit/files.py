@@ -38,12 +38,18 @@ def atomic_paths(*paths: str | os.PathLike) -> Iterator[list[Path]]:
 def check_writable(folder: str | os.PathLike, flag: str) -> None:
     """Refuse `folder` (given by `flag`) unless it is, or can be made, a folder this process may write in.
 
-    Checked before any work, and without creating anything, so that a bad
-    output path costs nothing and leaves nothing behind.
+    Checked before any work, by writing a file in the nearest folder that exists and removing it (permission
+    bits do not tell: root passes them for /sys or a read-only mount), so that a bad output path costs nothing
+    and leaves nothing behind.
     """
     folder = Path(folder).absolute()
     existing = next(p for p in (folder, *folder.parents) if p.exists())
     if not existing.is_dir():
         raise InputError(f"{flag} {folder}: cannot write there, {existing} is not a folder")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise InputError(f"{flag} {folder}: cannot write there, {existing} is not writable")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".rftkit-write-check-", dir=existing)
+    except OSError as exc:
+        raise InputError(f"{flag} {folder}: cannot write there, {existing} is not writable ({exc.strerror})") \
+            from None
+    os.close(fd)
+    os.unlink(probe)

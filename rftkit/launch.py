@@ -32,10 +32,9 @@ from rftkit.inputs.config_keys import check_counts, check_sections, check_set_ke
 from rftkit.overrides import apply_overrides, load_yaml, parse_override, resolve_config, write_yaml
 from rftkit.trinity_config import no_gpu_banner, summarize, validate
 
-NO_GPU_MESSAGE = """\
-error: training needs CUDA GPUs and none were found on this machine or in a running Ray cluster.
-Trinity-RFT runs vLLM rollout engines and an FSDP trainer on GPUs (one GPU can hold both); see
-docs/gpu.md. To check the full training config on this machine, add --dry-run."""
+NO_GPU_MESSAGE = ("error: training needs a CUDA GPU (Trinity-RFT's vLLM engines and FSDP trainer; one GPU holds both) "
+                  "and none was found on this machine or in a running Ray cluster; add --dry-run to check the config "
+                  "here (docs/gpu.md)")
 
 
 def add_arguments(parser: argparse.ArgumentParser, default_config: str) -> None:

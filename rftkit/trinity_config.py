@@ -156,6 +156,54 @@ def one_line(error: Exception) -> str:
     return " ".join(line.strip() for line in str(error).splitlines() if line.strip())
 
 
+@contextlib.contextmanager
+def logs_held():
+    """Hold what is printed inside the block, Trinity's log lines included (its loggers print to the stdout of the
+    moment each was made), in the StringIO it yields; every logger writes to the real stdout again after it."""
+    import io
+    import logging
+
+    def stream_handlers():
+        loggers = [logging.getLogger(), *(logger for logger in logging.Logger.manager.loggerDict.values()
+                                          if isinstance(logger, logging.Logger))]
+        return [handler for logger in loggers for handler in logger.handlers
+                if isinstance(handler, logging.StreamHandler)]
+
+    held, real = io.StringIO(), sys.stdout
+    for handler in stream_handlers():
+        if handler.stream is real:
+            handler.setStream(held)
+    try:
+        with contextlib.redirect_stdout(held):
+            yield held
+    finally:
+        for handler in stream_handlers():
+            if handler.stream is held:
+                handler.setStream(real)
+
+
+def known_names(message: str) -> str:
+    """For Trinity's "Invalid module key: NAME" (a selector, workflow, algorithm... it has no such entry for): the
+    names of the registry that holds the closest one, with that one suggested; else ""."""
+    import difflib
+
+    from trinity.utils.registry import Registry
+
+    found = re.fullmatch(r".*Invalid module key: (\S+)", message)
+    if not found:
+        return ""
+    registries = [value for name, module in list(sys.modules.items()) if name.startswith("trinity.")
+                  for value in vars(module).values() if isinstance(value, Registry)]
+    names = {registry.name: sorted({*registry.modules, *getattr(registry, "_default_mapping", {})})
+             for registry in registries}
+    every = [name for listed in names.values() for name in listed]
+    closest = difflib.get_close_matches(found[1], every, n=1, cutoff=0.5)
+    if not closest:
+        return ""
+    registry = next(name for name, listed in names.items() if closest[0] in listed)
+    return f"; did you mean {closest[0]}? Trinity's {registry}: {', '.join(names[registry])}"
+
+
 def source_of(message: str, set_values: list[tuple[str, Any]]) -> str | None:
     """The `--set KEY=VALUE` a message of Trinity's is about: the last one whose key the message starts with, or
     whose text value it quotes as a word (Trinity names an unknown registry entry by its value); else None."""
@@ -189,14 +237,16 @@ def validate(config: dict, workflow_func: Callable, judge_func: Callable | None 
     A setting Trinity rejects ends the program with Trinity's message, on one line (`one_line`), after the
     `--set` it came with (of `set_values`) or else `config_file`.
     """
-    with tempfile.TemporaryDirectory(prefix="rftkit-check-") as scratch:
+    with tempfile.TemporaryDirectory(prefix="rftkit-check-") as scratch, logs_held() as held:
         copy_in_scratch = dict(config, checkpoint_root_dir=scratch)
         try:
             trinity_config = build_trinity_config(write_yaml(copy_in_scratch, Path(scratch) / "config.yaml"),
                                                   workflow_func, judge_func)
         except (ValueError, AssertionError) as exc:  # how Trinity's loader and check_and_update() reject settings
             message = one_line(exc)
-            raise InputError(f"{source_of(message, set_values) or config_file}: {message}") from None
+            raise InputError(f"{source_of(message, set_values) or config_file}: {message}{known_names(message)}") \
+                from None
+    sys.stdout.write(held.getvalue())  # valid: Trinity's notes on it, which a refusal leaves out
     trinity_config.checkpoint_root_dir = config["checkpoint_root_dir"]
     trinity_config.checkpoint_job_dir = trinity_config.get_checkpoint_job_dir()
     trinity_config.log.save_dir = os.path.join(trinity_config.checkpoint_job_dir, "log")

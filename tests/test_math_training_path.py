@@ -175,7 +175,8 @@ def test_code_execution_is_cut_off_at_the_timeout():
 def test_training_without_gpu_exits_nonzero(tmp_path, capsys):
     assert math_main.main(["--config", str(CONFIGS / "config_random.yaml"),
                            "--checkpoint-dir", str(tmp_path / "c")]) == 2
-    assert "needs CUDA GPUs" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "training needs a CUDA GPU" in err and len(err.strip().splitlines()) == 1
 
 
 def test_launch_refuses_to_start_without_data(tmp_path, monkeypatch):

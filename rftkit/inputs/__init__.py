@@ -204,8 +204,9 @@ def check_task_splits(config: dict, columns: dict[str, str], remedy: str, flags:
             raise InputError(f"{path}: no such file ({how}); {remedy}")
         selector_name = "data_selector" if taskset.get("data_selector") else "task_selector"  # Trinity reads both
         selector = taskset.get(selector_name) or {}
-        features = selector.get("feature_keys") or []
-        if selector.get("selector_type") in BOTS_SELECTORS and len(features) != 2:
+        bots = selector.get("selector_type") in BOTS_SELECTORS
+        features = (selector.get("feature_keys") or []) if bots else []  # only BOTS reads them
+        if bots and len(features) != 2:
             raise InputError(f"{key}.{selector_name}.feature_keys: {selector.get('selector_type')} (BOTS) reads two "
                              f"pass-rate columns, the weaker reference's first; got {features}")
         try:
@@ -216,6 +217,11 @@ def check_task_splits(config: dict, columns: dict[str, str], remedy: str, flags:
             if rates:
                 remedy = (f"this split has {', '.join(rates)}: name them, weakest first, with "
                           f"--set {key}.{selector_name}.feature_keys=[{','.join(rates)}]")
+            elif any(f"column {name!r} is missing" in str(exc) for name in features):
+                remedy = (f"BOTS starts from reference models' pass rates per task, and this split has none: add two "
+                          f"with scripts/add_pass_rates.py (from evaluations of a weaker and a stronger model on "
+                          f"it), or choose tasks at random, which reads none "
+                          f"(--set {key}.{selector_name}.selector_type=random)")
             raise InputError(f"{exc}; {remedy}") from None
 
 
