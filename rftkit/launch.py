@@ -166,6 +166,9 @@ def _launch(args, workflow_func, judge_func, data, check_data) -> int:
             trinity_config = validate(config, workflow_func, judge_func, args.config, args.set_values)
         print(planned + summarize(trinity_config, attention_reason, liger_reason, lora_line))
         print(f"adapted to this machine: {adapted_lines or 'nothing'}")
+        problem = attention.not_loadable(config, args.config) or liger.not_loadable(config, args.config)
+        if problem:  # valid, and possibly meant for another machine: this one would refuse it at launch
+            print(f"not on this machine (a launch here refuses it): {problem}")
         print("dry run: the config is valid; nothing was launched")
         return 0
 

@@ -233,5 +233,6 @@ def test_a_config_that_needs_flash_attn_is_refused_here_naming_the_way_out():
     problem = attention.not_loadable(config("flash_attention_2"), "configs/x.yaml")
     assert problem.startswith("configs/x.yaml: the trainer is set to load the model with "
                               "attn_implementation=flash_attention_2") and "--attn varlen" in problem
+    assert "\n" not in problem  # a refusal is one line
     assert attention.not_loadable(config("sdpa"), "configs/x.yaml") is None
     assert attention.not_loadable({}, "configs/x.yaml") == problem, "Trinity's default is flash_attention_2"

@@ -236,6 +236,23 @@ CASES = [
      "error: --out /sys/kernel/rftkit-out: cannot write there, /sys/kernel is not writable"),
     ("evaluate-split-missing", nothing, [*EVALUATE, "--data", "{tmp}/fl", "--split", "tset"],
      "error: --split tset: no tset.parquet in {tmp}/fl (its splits: test, train)"),
+    ("temperature-below-zero", nothing, [*FROZENLAKE_MAIN, "--set", "model.temperature=-1"],
+     "error: --set model.temperature: expected 0 or more, got -1"),
+    ("bots-kwarg-of-the-wrong-kind", nothing,
+     [*MATH_MAIN, "--set", "buffer.explorer_input.taskset.data_selector.kwargs.m=abc"],
+     "error: buffer.explorer_input.taskset.data_selector.kwargs.m: expected a whole number of 1 or more, got 'abc'"),
+    ("bots-kwarg-out-of-range", nothing,
+     [*MATH_MAIN, "--set", "buffer.explorer_input.taskset.data_selector.kwargs.target_reward=80"],
+     "error: buffer.explorer_input.taskset.data_selector.kwargs.target_reward: expected a number from 0 to 1, got 80"),
+    ("bots-kwarg-misspelled", nothing,
+     [*MATH_MAIN, "--set", "buffer.explorer_input.taskset.data_selector.kwargs.lamda=0.1"],
+     "error: buffer.explorer_input.taskset.data_selector.kwargs.lamda: not a setting of the "
+     "difficulty_based_resumable selector (it reads adaptive_rho, do_sample, lamb, m, rho, target_reward, tau); "
+     "did you mean lamb?"),
+    ("kwargs-for-a-selector-that-reads-none", nothing,
+     [*FROZENLAKE_MAIN, "--set", "buffer.explorer_input.taskset.task_selector.kwargs.m=8"],
+     "error: buffer.explorer_input.taskset.task_selector.kwargs.m: not a setting of the sequential selector (it "
+     "reads none)"),
     ("selector-typo", nothing,
      [*FROZENLAKE_MAIN, "--set", "buffer.explorer_input.taskset.task_selector.selector_type=randm"],
      "error: --set buffer.explorer_input.taskset.task_selector.selector_type=randm: Invalid module key: randm; did "
@@ -279,6 +296,32 @@ def test_bad_input_ends_with_a_message_and_writes_nothing(tmp_path, make, comman
     assert all(line.startswith("warning: ") for line in before_it), result.stderr[-2000:]
     assert "Traceback" not in result.stderr + result.stdout and " [config_validator.py:" not in result.stdout
     assert snapshot(tmp_path) == before, "a refused input must leave nothing written"
+
+
+def test_the_bots_kwargs_checked_are_those_trinitys_selector_reads():
+    """rftkit.inputs.BOTS_KWARGS against the names Trinity-RFT's DifficultyBasedSelector and its estimator read."""
+    import inspect
+    import re
+
+    from trinity.buffer.selector.selector import DifficultyBasedSelector
+
+    from rftkit.inputs import BOTS_KWARGS
+
+    source = inspect.getsource(DifficultyBasedSelector)
+    read = set(re.findall(r"(?:kwargs|config)\.get\(\s*\"(\w+)\"", source))
+    assert read == set(BOTS_KWARGS)
+
+
+def test_a_dry_run_says_what_this_machine_would_refuse(tmp_path):
+    from rftkit.trainer import attention
+
+    if attention.flash_attn_error() is None:
+        pytest.skip("flash-attn imports here")
+    good_data(tmp_path)
+    result = launches.run([sys.executable, str(REPO / "frozenlake" / "main.py"), "--dry-run", "--gpus", "2",
+                           "--data-dir", str(tmp_path / "fl"), "--attn", "flash_attention_2"], cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "\nnot on this machine (a launch here refuses it): " in result.stdout and "--attn varlen" in result.stdout
 
 
 def test_a_dry_run_without_gpus_shows_no_no_gpu_banner(tmp_path):

@@ -153,6 +153,11 @@ TRAIN_TASKSET = "buffer.explorer_input.taskset"
 # Trinity-RFT's difficulty-based selector and this project's resumable one: exactly two features, which Trinity
 # checks only when its explorer builds the selector, minutes into a run.
 BOTS_SELECTORS = ("difficulty_based", digest.NAME)
+# What Trinity-RFT 0.6.0's BOTS selector reads from its `kwargs` (DifficultyBasedSelector and its estimator;
+# tests/test_bad_inputs.py holds this to Trinity's source): name -> (kind, least, most), None for no bound.
+BOTS_KWARGS = {"m": ("int", 1, None), "lamb": ("number", 0, 1), "rho": ("number", 0, 1), "tau": ("number", 0, None),
+               "target_reward": ("number", 0, 1), "do_sample": ("bool", None, None),
+               "adaptive_rho": ("bool", None, None)}
 PASS_RATE_SUFFIX = "_pass_rate"  # how the reference columns that BOTS reads are named
 
 
@@ -205,6 +210,7 @@ def check_task_splits(config: dict, columns: dict[str, str], remedy: str, flags:
         selector_name = "data_selector" if taskset.get("data_selector") else "task_selector"  # Trinity reads both
         selector = taskset.get(selector_name) or {}
         bots = selector.get("selector_type") in BOTS_SELECTORS
+        check_selector_kwargs(selector, f"{key}.{selector_name}")
         features = (selector.get("feature_keys") or []) if bots else []  # only BOTS reads them
         if bots and len(features) != 2:
             raise InputError(f"{key}.{selector_name}.feature_keys: {selector.get('selector_type')} (BOTS) reads two "
@@ -223,6 +229,32 @@ def check_task_splits(config: dict, columns: dict[str, str], remedy: str, flags:
                           f"it), or choose tasks at random, which reads none "
                           f"(--set {key}.{selector_name}.selector_type=random)")
             raise InputError(f"{exc}; {remedy}") from None
+
+
+def check_selector_kwargs(selector: dict, where: str) -> None:
+    """Refuse a selector's `kwargs` that its code does not read, or of a kind or range it cannot use: Trinity takes
+    them without a look, and a bad one fails at the first update, after the whole GPU start-up."""
+    import difflib
+
+    kwargs = selector.get("kwargs") or {}
+    kind = selector.get("selector_type") or "sequential"  # Trinity-RFT's default
+    if not isinstance(kwargs, dict):
+        raise InputError(f"{where}.kwargs: expected a mapping of settings, got {kwargs!r}")
+    known = BOTS_KWARGS if kind in BOTS_SELECTORS else {}
+    for name, value in kwargs.items():
+        if name not in known:
+            close = difflib.get_close_matches(str(name), list(known), n=1)
+            reads = f"it reads {', '.join(sorted(known))}" if known else "it reads none"
+            raise InputError(f"{where}.kwargs.{name}: not a setting of the {kind} selector ({reads})"
+                             + (f"; did you mean {close[0]}?" if close else ""))
+        expected, least, most = known[name]
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        fits = {"bool": isinstance(value, bool), "int": number and float(value).is_integer(), "number": number}
+        if not fits[expected] or number and (least is not None and value < least or most is not None and value > most):
+            bounds = {"bool": "true or false", "int": "a whole number", "number": "a number"}[expected]
+            bounds += "" if expected == "bool" else (f" from {least} to {most}" if most is not None else
+                                                    f" of {least} or more")
+            raise InputError(f"{where}.kwargs.{name}: expected {bounds}, got {value!r}")
 
 
 def other_pass_rates(path: Path, features: list[str]) -> list[str]:

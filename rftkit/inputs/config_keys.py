@@ -96,14 +96,15 @@ def check_sections(config: dict, source: str) -> None:
 LEAST = {"buffer.batch_size": 1, "buffer.train_batch_size": 0, "buffer.total_epochs": 1, "buffer.total_steps": 1,
          "algorithm.repeat_times": 1, "explorer.runner_per_model": 1, "model.max_model_len": 1,
          "model.max_response_tokens": 1, "trainer.max_token_len_per_gpu": 1, "trainer.total_steps": 1,
-         "trainer.save_interval": 0, "synchronizer.sync_interval": 1}
+         "trainer.save_interval": 0, "synchronizer.sync_interval": 1, "model.temperature": 0}
 
 
 def check_counts(config: dict, source: str) -> None:
-    """Refuse a count of LEAST below its least value, naming its key and `source` (a file, or "--set")."""
+    """Refuse a count (or the sampling temperature) of LEAST below its least value, naming its key and `source` (a
+    file, or "--set")."""
     for dotted, least in LEAST.items():
         value = config
         for part in dotted.split("."):
             value = value.get(part) if isinstance(value, dict) else None
-        if isinstance(value, int) and not isinstance(value, bool) and value < least:
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value < least:
             raise InputError(f"{key_in(source, dotted)}: expected {least} or more, got {value}")

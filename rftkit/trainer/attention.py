@@ -99,11 +99,10 @@ def flash_attn_error() -> str | None:
     return None
 
 
-MISSING_FLASH_ATTN = """\
-{config}: the trainer is set to load the model with attn_implementation={attn}, which needs the
-flash-attn package, and `import flash_attn` fails here ({reason}).
-Either install a flash-attn build that matches this torch ({torch}) and CUDA, or train without it:
-leave --attn at auto (the packed path without flash-attn), or add `--attn varlen`."""
+MISSING_FLASH_ATTN = ("{config}: the trainer is set to load the model with attn_implementation={attn}, which needs "
+                      "the flash-attn package, and `import flash_attn` fails here ({reason}); install a flash-attn "
+                      "build for this torch ({torch}) and CUDA, or leave --attn at auto (the packed path without "
+                      "flash-attn), or add --attn varlen")
 
 
 def not_loadable(config: dict, config_name: str) -> str | None:
