@@ -223,6 +223,10 @@ def parse_args(argv):
         parser.error(f"--gguf {args.gguf}: no such file")
     if args.gguf and not (Path(args.gguf).is_file() and Path(args.gguf).suffix == ".gguf"):
         parser.error(f"--gguf {args.gguf}: expected a .gguf file")
+    if args.gguf:
+        from rftkit.inputs.model_path import check_gguf
+
+        check_gguf(Path(args.gguf), "--gguf")
     if not args.out.strip():  # Path("") would be the current folder
         parser.error("--out: expected a folder, got ''")
     args.out = Path(args.out)

@@ -56,7 +56,7 @@ def copy_sample_data(sample_work: Path, work: Path, only: str | None = None) -> 
 def config_only_model(folder: Path) -> Path:
     """A model folder as the launcher's checks see one (a config.json), for a test whose model is never loaded."""
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "config.json").write_text("{}")
+    (folder / "config.json").write_text('{"model_type": "llama"}')
     return folder
 
 

@@ -6,6 +6,7 @@ before and after.
 """
 
 import os
+import struct
 import subprocess
 import sys
 
@@ -232,6 +233,23 @@ CASES = [
      ["scripts/evaluate.py", "--task", "math", "--model", "local", "--out", "{tmp}/out"],
      "error: --data data/math_bots/aime24/test.parquet: no such file (--task math's default; --data gives another "
      "folder); run scripts/prepare_math_data.py first, or, offline, give --data math_bots/tasksets/gsm_symbolic"),
+    ("evaluate-gguf-of-random-bytes", lambda t: (t / "model.gguf").write_bytes(os.urandom(4096)),
+     [*EVALUATE[:4], "local", "--gguf", "{tmp}/model.gguf", "--out", "{tmp}/out"],
+     "error: --gguf {tmp}/model.gguf: not a GGUF model the gguf reader can read (ValueError: GGUF magic invalid)"),
+    ("evaluate-gguf-header-then-garbage",  # GGUF v3, 5 tensors, 2 metadata entries, then noise
+     lambda t: (t / "model.gguf").write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 5, 2) + os.urandom(4096)),
+     [*EVALUATE[:4], "local", "--gguf", "{tmp}/model.gguf", "--out", "{tmp}/out"],
+     "error: --gguf {tmp}/model.gguf: not a GGUF model the gguf reader can read ("),
+    ("model-config-not-json", lambda t: text(t / "base" / "config.json", "{architectures: [Qwen2"),
+     ["scripts/merge_lora.py", "{tmp}/base", "{tmp}/adapter", "--out", "{tmp}/merged"],
+     "error: BASE {tmp}/base/config.json: not JSON at line 1"),
+    ("model-weights-index-names-a-missing-shard",
+     lambda t: (text(t / "base" / "config.json", '{"model_type": "qwen2"}'),
+                text(t / "base" / "model.safetensors.index.json",
+                     '{"weight_map": {"w": "model-00001-of-00002.safetensors"}}')),
+     ["scripts/merge_lora.py", "{tmp}/base", "{tmp}/adapter", "--out", "{tmp}/merged"],
+     "error: BASE {tmp}/base: model-00001-of-00002.safetensors is missing (1 of the 1 weight files its "
+     "model.safetensors.index.json names)"),
     ("evaluate-out-where-nothing-can-be-written", nothing, [*EVALUATE[:-1], "/sys/kernel/rftkit-out"],
      "error: --out /sys/kernel/rftkit-out: cannot write there, /sys/kernel is not writable"),
     ("evaluate-split-missing", nothing, [*EVALUATE, "--data", "{tmp}/fl", "--split", "tset"],
