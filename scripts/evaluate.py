@@ -30,7 +30,7 @@ from pathlib import Path
 from rftkit.cli import ArgumentParser, above, at_least
 from rftkit.example import Example
 from rftkit.files import atomic_paths, check_writable
-from rftkit.inputs import InputError, open_split, reports_input_errors
+from rftkit.inputs import InputError, Interrupted, open_split, reports_input_errors
 from runkit.examples import EXAMPLES
 
 # --model NAME -> the example whose baseline policy it names
@@ -264,6 +264,10 @@ def main(argv: list[str] | None = None) -> int:
                                                 args.timeout))
     except FileNotFoundError as exc:
         parser.error(str(exc))
+    except KeyboardInterrupt:
+        raise Interrupted(f"interrupted (Ctrl-C) while playing {len(tasks) * args.repeats} episodes; nothing was "
+                          f"written: evaluate.py writes its reports once every episode is played and cannot resume; "
+                          f"--limit plays fewer tasks") from None
     report = example.report().summarize(tag_seen(episodes, seen))
     baselines = play_baselines(example, tasks, args, seen)
     if baselines:

@@ -459,3 +459,40 @@ def test_a_startup_variant_with_a_key_trinity_lacks_is_refused_before_the_first_
         "error: --variant lean: Trinity-RFT's config has no key explorer.runner_per_modle "
         "(nearest: explorer.runner_per_model, explorer.runner_num)")
     assert not (tmp_path / "out").exists()
+
+
+def interrupted(command, cwd, marker):
+    """Run `command`, send it Ctrl-C's signal once `marker` shows in its stderr (its work has begun): (exit status,
+    stderr's lines)."""
+    import signal
+    import threading
+    import time
+
+    process = subprocess.Popen(command, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    seen = []
+    reader = threading.Thread(target=lambda: seen.extend(iter(lambda: process.stderr.read(64), "")), daemon=True)
+    reader.start()
+    deadline = time.time() + 180
+    while marker not in "".join(seen) and process.poll() is None and time.time() < deadline:
+        time.sleep(0.2)
+    process.send_signal(signal.SIGINT)
+    process.wait(timeout=120)
+    reader.join(timeout=10)
+    return process.returncode, [line for line in "".join(seen).replace("\r", "\n").splitlines() if line.strip()]
+
+
+@pytest.mark.parametrize("script,flags,marker,message", [
+    ("scripts/evaluate.py", ["--task", "frozenlake", "--data", "{tmp}/fl", "--model", "random", "--repeats", "20000",
+                             "--out", "{tmp}/out"], "episodes:",
+     "error: interrupted (Ctrl-C) while playing 20000 episodes; nothing was written: evaluate.py writes its reports "
+     "once every episode is played and cannot resume"),
+    ("scripts/get_frozenlake_data.py", ["--local_dir", "{tmp}/out", "--train_size", "1000000", "--test_size", "10"],
+     "training maps:", "error: interrupted (Ctrl-C)"),
+], ids=["evaluate", "get-frozenlake-data"])
+def test_ctrl_c_ends_an_entry_point_with_one_line_130_and_nothing_written(tmp_path, script, flags, marker, message):
+    good_data(tmp_path)
+    code, lines = interrupted([sys.executable, str(REPO / script), *(f.format(tmp=tmp_path) for f in flags)],
+                              tmp_path, marker)
+    assert code == 130, lines[-5:]
+    assert lines[-1].startswith(message) and not any("Traceback" in line for line in lines), lines[-5:]
+    assert not (tmp_path / "out").exists()

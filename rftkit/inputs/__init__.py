@@ -35,8 +35,17 @@ class InputError(SystemExit):
         self.code = 2  # what the program exits with; the message stays in args, and so in str()
 
 
+class Interrupted(InputError):
+    """Ctrl-C, said by the entry point in one line that tells what became of its work; exit status 130."""
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.code = 130
+
+
 def reports_input_errors(main: Callable[..., int]) -> Callable[..., int]:
-    """Wrap an entry point's main(): print an InputError as `error: <message>`, then let it end the program."""
+    """Wrap an entry point's main(): print an InputError as `error: <message>`, then let it end the program; a
+    Ctrl-C that main() does not say more of ends it with one line too, and exit status 130."""
 
     @functools.wraps(main)
     def wrapper(*args, **kwargs):
@@ -45,6 +54,9 @@ def reports_input_errors(main: Callable[..., int]) -> Callable[..., int]:
         except InputError as exc:
             print(f"error: {exc}", file=sys.stderr)
             raise
+        except KeyboardInterrupt:
+            print("error: interrupted (Ctrl-C)", file=sys.stderr)
+            raise SystemExit(130) from None
 
     return wrapper
 
