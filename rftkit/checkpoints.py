@@ -25,6 +25,7 @@ from types import ModuleType
 
 from rftkit.files import atomic_paths
 from rftkit.trainer.import_patch import patch_on_import, source_has
+from rftkit.trainer.lora_saves import ADAPTER_FILE, ADAPTER_FOLDER
 
 VERL_TRAINER = "trinity.trainer.verl.trainer"  # written against Trinity-RFT 0.6.0
 TRACKER = "latest_checkpointed_iteration.txt"  # verl's pointer to the last complete checkpoint
@@ -83,9 +84,9 @@ def missing_part(folder: str | os.PathLike) -> str | None:
     for path in sorted(hf.glob("*.safetensors")):
         if not whole_safetensors(path):
             return f"huggingface/{path.name} is cut short"
-    adapter = actor / "lora_adapter" / "adapter_model.safetensors"  # a LoRA run's, written after the shards
+    adapter = actor / ADAPTER_FOLDER / ADAPTER_FILE  # a LoRA run's, written after the shards
     if adapter.parent.is_dir() and not (adapter.is_file() and whole_safetensors(adapter)):
-        return "lora_adapter/adapter_model.safetensors is missing or cut short"
+        return f"{ADAPTER_FOLDER}/{ADAPTER_FILE} is missing or cut short"
     return None
 
 

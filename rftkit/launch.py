@@ -160,24 +160,23 @@ def _launch(args, workflow_func, judge_func, data, check_data) -> int:
     lora_line = lora.describe(config)  # refuses modules the model lacks
     lora.use_initial_adapter(config)
     workflow_func, judge_func = (load(f) if isinstance(f, str) else f for f in (workflow_func, judge_func))
+    unloadable = attention.not_loadable(config, args.config) or liger.not_loadable(config, args.config)
 
     if args.dry_run:
         with no_gpu_banner():  # a dry run needs no GPU; a training run has one (it refuses at once without)
             trinity_config = validate(config, workflow_func, judge_func, args.config, args.set_values)
         print(planned + summarize(trinity_config, attention_reason, liger_reason, lora_line))
         print(f"adapted to this machine: {adapted_lines or 'nothing'}")
-        problem = attention.not_loadable(config, args.config) or liger.not_loadable(config, args.config)
-        if problem:  # valid, and possibly meant for another machine: this one would refuse it at launch
-            print(f"not on this machine (a launch here refuses it): {problem}")
+        if unloadable:  # valid, and possibly meant for another machine: this one would refuse it at launch
+            print(f"not on this machine (a launch here refuses it): {unloadable}")
         print("dry run: the config is valid; nothing was launched")
         return 0
 
     # The config tune() will build from the file written below: its Ray namespace, log folder and step
     # targets. Validated first, so that a setting Trinity rejects leaves nothing written.
     trinity_config = validate(config, workflow_func, judge_func, args.config, args.set_values)
-    problem = attention.not_loadable(config, args.config) or liger.not_loadable(config, args.config)
-    if problem:  # a config this machine cannot run: exit 2, before anything starts
-        raise InputError(problem)
+    if unloadable:  # a config this machine cannot run: exit 2, before anything starts
+        raise InputError(unloadable)
     if adapted:
         print(f"adapted to this machine: {adapted_lines}", flush=True)
     print(f"trainer attention: {attention.describe(config)} ({attention_reason})", flush=True)

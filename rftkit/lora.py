@@ -20,11 +20,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from rftkit.inputs import InputError
+from rftkit.inputs import InputError, read_json
+from rftkit.trainer.lora_saves import ADAPTER_FILE
 
 LORA_KEY = "model.lora_configs"
 DEFAULT_RANK, DEFAULT_ALPHA, DEFAULT_MODULES = 32, 32, "all-linear"
-ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")  # a PEFT adapter folder
+ADAPTER_FILES = ("adapter_config.json", ADAPTER_FILE)  # a PEFT adapter folder
 DEFAULTS = {"lora_rank": DEFAULT_RANK, "lora_alpha": DEFAULT_ALPHA, "target_modules": DEFAULT_MODULES}
 
 
@@ -108,8 +109,6 @@ def servable_ranks() -> tuple[int, ...]:
 def check_adapter(folder: Path, flag: str) -> dict:
     """The settings of an adapter folder as PEFT saves one (adapter_config.json); an InputError naming `flag` where
     the folder is not one."""
-    from rftkit.inputs import read_json
-
     missing = [name for name in ADAPTER_FILES if not (folder / name).is_file()]
     if missing:
         raise InputError(f"{flag} {folder}: no {', '.join(missing)}; expected a LoRA adapter as PEFT saves one (a "

@@ -11,7 +11,7 @@ from rftkit.trainer import (attention, colocate, concurrent_start, early_runners
 def setup() -> None:
     """Every run: the project's Trinity plugins (rftkit.trinity_plugins), verl's trainer without
     flash-attn (rftkit.trainer.attention), the reference model's weights on the GPU
-    (rftkit.trainer.ref_model), a LoRA run's sync that writes the adapter alone
+    (rftkit.trainer.ref_model), a LoRA run's syncs and checkpoints that hold its adapter alone
     (rftkit.trainer.lora_saves), state files that a killed run can be resumed from (rftkit.run_state),
     checkpoints that a kill cannot tear (rftkit.checkpoints), the start-up phases each worker ends
     marked in the launch's timeline (rftkit.startup), and, unless the launch switches them off

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rftkit.checkpoints import TRACKER, complete_steps, tracker_step
+from rftkit.trainer.lora_saves import ADAPTER_FOLDER
 
 
 def job_dir(checkpoints: Path) -> Path | None:
@@ -19,7 +20,7 @@ def last_checkpoint(checkpoints: Path, adapter: bool = False) -> Path:
     (rftkit.checkpoints.missing_part): at or before the step latest_checkpointed_iteration.txt names, which
     moves once a save has finished; without that file, any step. A run stopped in the middle of re-saving the
     named step, with its HF weights, leaves that step torn."""
-    part = "lora_adapter" if adapter else "huggingface"
+    part = ADAPTER_FOLDER if adapter else "huggingface"
     for job in sorted({tracker.parent for tracker in checkpoints.glob(f"*/*/{TRACKER}")}
                       | {step.parent for step in checkpoints.glob("*/*/global_step_*")}):
         for step in complete_steps(job, up_to=tracker_step(job)):

@@ -15,6 +15,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+from rftkit.inputs import InputError
 from runkit.steps import log, tail
 
 SERVED_NAME = "policy"  # the model name the server answers to, and evaluate.py asks for
@@ -125,13 +126,11 @@ def adapter_flags(adapter: Path) -> list[str]:
     the smallest `max_lora_rank` vLLM offers that holds its rank."""
     from rftkit.lora import check_adapter, servable_ranks
 
-    rank = check_adapter(adapter, "--adapter").get("r")
-    fits = [r for r in servable_ranks() if isinstance(rank, int) and r >= rank]
+    rank, served = check_adapter(adapter, "--adapter").get("r"), servable_ranks()
+    fits = [r for r in served if isinstance(rank, int) and r >= rank]
     if not fits:
-        from rftkit.inputs import InputError
-
         raise InputError(f"--adapter {adapter}: rank {rank!r} in its adapter_config.json; vLLM serves ranks up to "
-                         f"{servable_ranks()[-1]}")
+                         f"{served[-1]}")
     return ["--enable-lora", "--lora-modules", f"{SERVED_NAME}={adapter.resolve()}", "--max-lora-rank", str(fits[0])]
 
 

@@ -121,7 +121,7 @@ def check_generator_python(python: str) -> None:
     probe = "import sys; print(sys.version.split()[0]); import multilingual_gsm_symbolic; print('generator ready')"
     try:
         result = subprocess.run([python, "-c", probe], capture_output=True, text=True, timeout=120)
-    except (FileNotFoundError, PermissionError, OSError) as exc:
+    except OSError as exc:
         what = "no such interpreter" if isinstance(exc, FileNotFoundError) else f"cannot be run ({exc.strerror})"
         raise InputError(f"--gsm-python {python}: {what}; {GENERATOR_SETUP}") from None
     if result.returncode == 0 and result.stdout.strip().endswith("generator ready"):

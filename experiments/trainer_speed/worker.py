@@ -185,16 +185,15 @@ def adapter_sync_and_resume(worker, config, work: Path) -> dict:
     """A LoRA setting's sync, as Trinity's checkpoint sync makes it (the worker's `save_state_dict`, adapter-only
     through rftkit.trainer.lora_saves, with the checkpoint monitor told), and a full checkpoint (its model shard the
     adapter alone, lora_saves again) saved, then loaded into a second worker, which must hold the same adapter."""
+    import ray
     from trinity.trainer.verl.config import build_verl_config
     from trinity.trainer.verl.trainer import CheckpointMonitor
     from trinity.trainer.verl.workers import TrinityActorRolloutRefWorker
 
-    from rftkit.trainer.lora_saves import ADAPTER_FOLDER
+    from rftkit.trainer.lora_saves import ADAPTER_FOLDER, is_adapter_key
 
     monitor = CheckpointMonitor.get_actor(namespace=config.ray_namespace, save_strategy=config.trainer.save_strategy,
                                           default_local_dir=config.checkpoint_job_dir)
-    import ray
-
     ray.get(monitor.register_thread_count.remote(0))  # created before the worker looks it up by name
     for step in (1, 2):  # the second is timed: the first also starts the worker's link to the monitor
         sync_dir = Path(config.checkpoint_job_dir) / f"global_step_{step}" / "actor"
@@ -209,11 +208,11 @@ def adapter_sync_and_resume(worker, config, work: Path) -> dict:
     resumed.init_model()
     resumed.load_checkpoint(str(checkpoint))
 
-    def adapter_weights(w) -> dict:
+    def adapter_params(w) -> dict:
         return {name: p.detach().float().cpu() for name, p in w.actor.engine.module.named_parameters()
-                if "lora_" in name}
+                if is_adapter_key(name)}
 
-    before, after = adapter_weights(worker), adapter_weights(resumed)
+    before, after = adapter_params(worker), adapter_params(resumed)
     latest = Path(config.checkpoint_job_dir) / "latest_state_dict_iteration.txt"
     return {"weight sync (s)": seconds, "weight sync files": written,
             "weight sync bytes": sum(p.stat().st_size for p in (sync_dir / ADAPTER_FOLDER).rglob("*") if p.is_file()),

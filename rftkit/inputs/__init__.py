@@ -262,7 +262,8 @@ def check_selector_kwargs(selector: dict, where: str) -> None:
         expected, least, most = known[name]
         number = isinstance(value, (int, float)) and not isinstance(value, bool)
         fits = {"bool": isinstance(value, bool), "int": number and float(value).is_integer(), "number": number}
-        if not fits[expected] or number and (least is not None and value < least or most is not None and value > most):
+        inside = not number or ((least is None or value >= least) and (most is None or value <= most))
+        if not (fits[expected] and inside):
             bounds = {"bool": "true or false", "int": "a whole number", "number": "a number"}[expected]
             bounds += "" if expected == "bool" else (f" from {least} to {most}" if most is not None else
                                                     f" of {least} or more")

@@ -8,7 +8,7 @@ logprobs.py          token log-probabilities in blocks, for verl without flash-a
 ref_model.py         the reference model's weights on the GPU
 colocate.py          one GPU: the rollout engine beside the trainer
 weight_sync.py       one GPU: weights handed to the engine in its dtype, as byte views
-lora_saves.py         LoRA: the adapter alone written at each sync, which the engine loads
+lora_saves.py        LoRA: the adapter alone written at each sync, and kept in checkpoints instead of the base
 concurrent_start.py  the trainer's workers built while the engine starts (a switch)
 early_runners.py     the workflow runners started while the engine starts (a switch)
 lean_engine.py       a one-GPU rollout engine in two processes instead of four (a switch)

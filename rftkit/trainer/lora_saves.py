@@ -47,9 +47,14 @@ SAVES_SHARD = "model_state_dict = self.model.state_dict()"  # in `FSDPCheckpoint
 LOADS_SHARD = "self.model.load_state_dict(model_state_dict)"  # in `FSDPCheckpointManager.load_checkpoint`
 
 
+def unwrapped(module):
+    """The model under FSDP1's wrapper (FSDP2 wraps none)."""
+    return getattr(module, "_fsdp_wrapped_module", module)
+
+
 def is_peft(module) -> bool:
     """Whether a (possibly FSDP-wrapped) model is a PEFT model: an adapter on a frozen base."""
-    return hasattr(getattr(module, "_fsdp_wrapped_module", module), "peft_config")
+    return hasattr(unwrapped(module), "peft_config")
 
 
 def trains_adapter(worker) -> bool:
@@ -122,17 +127,15 @@ def adapter_weights(module) -> dict:
     from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
     from verl.utils.fsdp_utils import fsdp_version
 
-    peft_model = getattr(module, "_fsdp_wrapped_module", module)
-
     def gathered() -> dict:  # FSDP2's DTensors are gathered one at a time, in the same order on every rank
         return {name.replace("_fsdp_wrapped_module.", ""):
                 (param.full_tensor() if hasattr(param, "full_tensor") else param).detach().cpu()
-                for name, param in module.named_parameters() if "lora_" in name}
+                for name, param in module.named_parameters() if is_adapter_key(name)}
 
     if fsdp_version(module) == 1:
         with FSDP.summon_full_params(module, writeback=False):
-            return get_peft_model_state_dict(peft_model, state_dict=gathered())
-    return get_peft_model_state_dict(peft_model, state_dict=gathered())
+            return get_peft_model_state_dict(unwrapped(module), state_dict=gathered())
+    return get_peft_model_state_dict(unwrapped(module), state_dict=gathered())
 
 
 def whole_adapter(worker, local_path: str) -> None:
@@ -150,7 +153,7 @@ def whole_adapter(worker, local_path: str) -> None:
                                "was found in it; check adapter_weights against this verl and PEFT")
         folder = os.path.join(local_path, ADAPTER_FOLDER)
         os.makedirs(folder, exist_ok=True)
-        getattr(module, "_fsdp_wrapped_module", module).peft_config["default"].save_pretrained(folder)
+        unwrapped(module).peft_config["default"].save_pretrained(folder)
         target = os.path.join(folder, ADAPTER_FILE)
         save_file(weights, target + ".partial")
         os.replace(target + ".partial", target)  # there only once whole: the engine and a resume read it

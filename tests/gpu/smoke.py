@@ -155,13 +155,16 @@ def launch_plan(checkpoints: Path) -> tuple[int, str]:
     return engines, f"{gpus} GPU(s): {engines} engine(s) x {per_engine} GPU, trainer {trainer}"
 
 
-def engine_checks(job: Path, engines: int, probes: Path, model: Path) -> list[Check]:
+def engine_checks(job: Path, engines: int, probes: Path, model: Path, lora_rank: int | None = None) -> list[Check]:
     """engine_check.py's two questions about a finished run: rollouts of every engine in every step,
-    and every engine's weights after each sync against the trainer's checkpoint of that version."""
+    and every engine's weights after each sync against the trainer's checkpoint of that version (with an
+    adapter, `adapter_checks` instead)."""
     from tests.gpu import engine_check
 
     ok, detail = engine_check.rollout_check(job / "log", engines)
     checks = [Check("every engine started rollouts in every explore step", ok, detail)]
+    if lora_rank is not None:
+        return checks + adapter_checks(job, engines)
     records = [json.loads(line) for line in probes.read_text().splitlines()] if probes.is_file() else []
     if not records:
         return checks + [Check("engine weights probed", False, f"no probe reached an engine ({probes})")]
@@ -182,7 +185,9 @@ def adapter_checks(job: Path, engines: int) -> list[Check]:
     """A LoRA run's: the last checkpoint's adapter holds tensors, and every engine loaded each trained version."""
     from safetensors import safe_open
 
-    adapter = job / f"global_step_{STEPS}" / "actor" / "lora_adapter" / "adapter_model.safetensors"
+    from rftkit.trainer.lora_saves import ADAPTER_FILE, ADAPTER_FOLDER
+
+    adapter = job / f"global_step_{STEPS}" / "actor" / ADAPTER_FOLDER / ADAPTER_FILE
     tensors = len(safe_open(str(adapter), "pt").keys()) if adapter.is_file() else 0
     checks = [Check(f"step-{STEPS} checkpoint with an adapter", tensors > 0, f"{tensors} tensors in {adapter}")]
     loaded = {}
@@ -237,14 +242,7 @@ def check_run(result: RunResult, checkpoints: Path, launched_at: float, tasks: i
     if tasks is not None:
         checks.append(selector_check(job, tasks))
     engines, result.plan = launch_plan(checkpoints)
-    if lora_rank is None:
-        checks.extend(engine_checks(job, engines, probes, model))
-    else:
-        from tests.gpu import engine_check
-
-        checks.append(Check("every engine started rollouts in every explore step",
-                            *engine_check.rollout_check(job / "log", engines)))
-        checks.extend(adapter_checks(job, engines))
+    checks.extend(engine_checks(job, engines, probes, model, lora_rank))
 
 
 def selector_check(job: Path, tasks: int) -> Check:
