@@ -222,15 +222,20 @@ class Watchdog(threading.Thread):
         self.start()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, exc_type, *exc) -> None:
         with self._lock:
             self.finished.set()
+            # The Ctrl-C's stop can make the watched call return (its actors killed) before this thread
+            # interrupts the main one: the block still ends as interrupted, not as a run that returned.
+            stopped_by_ctrl_c = self.interrupted.is_set() and not self._main_interrupted
         if self._handler is not None:
             previous = self._handler[0]  # None: a handler set outside Python, for which Python's own stands in
             signal.signal(signal.SIGINT, signal.default_int_handler if previous is None else previous)
             self._handler = None
         self._wake.set()
         self.join(timeout=self.interval + 5)
+        if stopped_by_ctrl_c and exc_type is not KeyboardInterrupt:
+            raise KeyboardInterrupt
 
 
 @dataclass

@@ -204,6 +204,22 @@ def test_the_first_ctrl_c_interrupts_only_after_the_watchdogs_stop(tmp_path, cap
     assert signal.getsignal(signal.SIGINT) is python_sigint
 
 
+def test_a_run_that_returns_because_the_ctrl_c_stopped_it_still_ends_as_interrupted(tmp_path, python_sigint):
+    """The stop kills the actors, so the watched call (tune) may return before the watchdog's thread gets to
+    interrupt the main one: the block must end in KeyboardInterrupt all the same, not as a finished run."""
+    import os
+    import signal
+
+    log_dir = write_logs(tmp_path / "log", explorer=[log_line("INFO", "10:00:00", "Explore step 1 started.")])
+    actors_killed = threading.Event()
+    watchdog = supervise.Watchdog(log_dir, lambda: None, lambda error: None, interval=0.05,
+                                  on_interrupt=lambda: (actors_killed.set(), watchdog.finished.wait(5)))
+    with pytest.raises(KeyboardInterrupt), watchdog:
+        os.kill(os.getpid(), signal.SIGINT)
+        assert actors_killed.wait(5)  # tune() returns here, before the watchdog's thread interrupts
+    assert not watchdog.is_alive()
+
+
 def test_a_second_ctrl_c_interrupts_at_once_and_only_once(tmp_path, python_sigint):
     import os
     import signal
