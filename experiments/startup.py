@@ -50,7 +50,7 @@ SETTINGS = {"buffer.batch_size": 8, "algorithm.repeat_times": 16,
             "explorer.eval_on_startup": False, "explorer.eval_interval": 10 ** 6,
             "trainer.save_interval": 10 ** 6, "buffer.train_batch_size": 256}
 # Every phase a launch marks, in the order a launch reaches them: table rows, and one colour each in every plot.
-PHASES = ["config checked", "Ray connected", *(phase for *_, phase in startup.WORKER_PHASES)]
+PHASES = ["config checked", "Ray connected", *(phase for *_, phase in startup.STARTUP_PHASES)]
 FIRST_MINUTES = 5  # episodes finished this long after the launch: what a faster start buys
 EPISODES = "rollout/finished_task_count"  # tasks an explore step finished; each is `repeat_times` episodes
 ENV_KEY = re.compile(r"[A-Z][A-Z0-9_]*")  # a variant's key in this form is an environment variable

@@ -9,12 +9,13 @@ supervise.py       watching a running tune() and deciding whether it finished
 startup.py         the start-up timeline: each phase's end, printed and kept in the run's folder
 run_state.py       Trinity's state files made safe to resume from after a kill
 checkpoints.py     checkpoints a kill cannot leave half-written where a relaunch would load them
-workers.py         Ray's worker setup hook: which patches a run's workers get
+workers.py         Ray's worker setup hook: the patches a run's workers get
 files.py, cli.py   whole-file writes, help with defaults
 example.py         the Example an example folder describes itself with
 
 inputs/            bad input as a message: task splits, config keys and model paths checked first
-trainer/           patches to verl and Trinity-RFT applied in the Ray workers
+patches/           every runtime patch of another package, declared in one table, and the helper that installs it
+trainer/           what the patches put in verl and Trinity-RFT inside the Ray workers
 reports/           evaluating a model and reporting on runs
 trinity_plugins/   Trinity plugins, imported by name in the launcher and in every Ray worker
 """

@@ -3,7 +3,7 @@
 verl's tracker, `latest_checkpointed_iteration.txt`, names the checkpoint a relaunch loads. In
 Trinity-RFT 0.6.0 a kill could still leave it naming something incomplete (docs/run-files.md): the
 tracker is rewritten in place; the trainer's save after its loop rewrites the named checkpoint in
-place; and the oldest checkpoint is deleted before the tracker has moved on. `worker_setup` patches
+place; and the oldest checkpoint is deleted before the tracker has moved on. `safe_checkpoints` patches
 all three in the trainer's process: the pointer files are written whole, a save into a complete
 named checkpoint is skipped, and the named checkpoint is never deleted.
 
@@ -24,10 +24,9 @@ from pathlib import Path
 from types import ModuleType
 
 from rftkit.files import atomic_paths
-from rftkit.trainer.import_patch import patch_on_import, source_has
+from rftkit.patches.apply import replace
 from rftkit.trainer.lora_saves import ADAPTER_FILE, ADAPTER_FOLDER
 
-VERL_TRAINER = "trinity.trainer.verl.trainer"  # written against Trinity-RFT 0.6.0
 TRACKER = "latest_checkpointed_iteration.txt"  # verl's pointer to the last complete checkpoint
 POINTERS = {TRACKER, "latest_state_dict_iteration.txt"}
 HF_WEIGHTS = "actor/huggingface/model*.safetensors"  # what save_as_hf adds to a checkpoint
@@ -150,56 +149,44 @@ def already_saved(job_dir: str | os.PathLike, step: int, save_as_hf: bool) -> bo
 
 def safe_checkpoints(module: ModuleType) -> None:
     """Patch Trinity-RFT 0.6.0's CheckpointMonitor and VERLTrainer (see the module docstring)."""
-    monitor, trainer = module.CheckpointMonitor, module.VERLTrainer
-    moved = [name for name, ok in [
-        ("CheckpointMonitor writes the tracker with open(..., 'w')",
-         source_has(monitor.update_latest_checkpoint_step, 'open(self.local_latest_checkpointed_iteration, "w")')
-         and source_has(monitor.update_latest_state_dict_step, 'open(self.local_latest_state_dict_iteration, "w")')),
-        ("VERLTrainer.save_checkpoint writes global_step_<global_steps>",
-         source_has(trainer.save_checkpoint, 'f"global_step_{self.global_steps}"')),
-        ("VERLTrainer._retain_checkpoints keeps _saved_checkpoint_paths",
-         source_has(trainer._retain_checkpoints, "self._saved_checkpoint_paths")),
-    ] if not ok]
-    if moved:
-        raise RuntimeError(f"rftkit.checkpoints: {VERL_TRAINER} has moved since Trinity-RFT 0.6.0 "
-                           f"({'; '.join(moved)}); these patches must be checked against it")
-    if getattr(trainer.save_checkpoint, "skips_saved_steps", False):
-        return
-    module.open = pointer_open  # the module's own name `open`, used by the monitor's two writes
-    save_checkpoint = trainer.save_checkpoint
+    def unless_saved(save_checkpoint):
+        async def save_unless_saved(self, block_until_saved: bool = False, save_as_hf: bool = False) -> None:
+            job_dir = self.global_config.checkpoint_job_dir
+            if ((Path(job_dir) / f"global_step_{self.global_steps}").is_dir()
+                    and tracker_step(job_dir) != self.global_steps):
+                await self.wait_for_save()  # a save of this step still being written moves the tracker when done
+            if already_saved(job_dir, self.global_steps, save_as_hf):
+                self.logger.info(f"Checkpoint at step {self.global_steps} is complete already: not written again.")
+                return
+            await save_checkpoint(self, block_until_saved=block_until_saved, save_as_hf=save_as_hf)
+        return save_unless_saved
 
-    async def save_unless_saved(self, block_until_saved: bool = False, save_as_hf: bool = False) -> None:
-        job_dir = self.global_config.checkpoint_job_dir
-        if (Path(job_dir) / f"global_step_{self.global_steps}").is_dir() and tracker_step(job_dir) != self.global_steps:
-            await self.wait_for_save()  # a save of this step still being written moves the tracker when done
-        if already_saved(job_dir, self.global_steps, save_as_hf):
-            self.logger.info(f"Checkpoint at step {self.global_steps} is complete already: not written again.")
-            return
-        await save_checkpoint(self, block_until_saved=block_until_saved, save_as_hf=save_as_hf)
+    def keeping_the_named_one(original):
+        def retain_checkpoints(self, new_path: str) -> None:
+            paths = self._saved_checkpoint_paths
+            new_path = os.path.abspath(new_path)
+            if paths and paths[-1] == new_path:  # the same step registered twice counts once
+                return
+            paths.append(new_path)
+            keep = self.global_config.trainer.max_checkpoints_to_keep
+            if not keep or keep <= 0:  # 0: keep them all
+                return
+            job_dir = self.global_config.checkpoint_job_dir
+            named = os.path.abspath(os.path.join(job_dir, f"global_step_{tracker_step(job_dir)}"))
+            for old in paths[:max(0, len(paths) - keep)]:  # the oldest beyond `keep`; never the new one (keep >= 1)
+                if old == named:  # what a relaunch loads now: kept until the tracker moves
+                    continue
+                paths.remove(old)
+                self.logger.info(f"Removing old checkpoint: {old}")
+                shutil.rmtree(old, ignore_errors=True)
+        return retain_checkpoints
 
-    def retain_checkpoints(self, new_path: str) -> None:
-        paths = self._saved_checkpoint_paths
-        new_path = os.path.abspath(new_path)
-        if paths and paths[-1] == new_path:  # the same step registered twice counts once
-            return
-        paths.append(new_path)
-        keep = self.global_config.trainer.max_checkpoints_to_keep
-        if not keep or keep <= 0:  # 0: keep them all
-            return
-        job_dir = self.global_config.checkpoint_job_dir
-        named = os.path.abspath(os.path.join(job_dir, f"global_step_{tracker_step(job_dir)}"))
-        for old in paths[:max(0, len(paths) - keep)]:  # the oldest beyond `keep`; never the new one (keep >= 1)
-            if old == named:  # what a relaunch loads now: kept until the tracker moves
-                continue
-            paths.remove(old)
-            self.logger.info(f"Removing old checkpoint: {old}")
-            shutil.rmtree(old, ignore_errors=True)
+    def pointers_whole(builtin_open):
+        def open(path, mode="r", *args, **kwargs):  # the module's own name `open`: the monitor's two writes
+            return pointer_open(path, mode, *args, **kwargs)
+        return open
 
-    save_unless_saved.skips_saved_steps = True
-    save_unless_saved.__name__ = save_unless_saved.__qualname__ = "save_checkpoint"
-    trainer.save_checkpoint, trainer._retain_checkpoints = save_unless_saved, retain_checkpoints
-
-
-def worker_setup() -> None:
-    """In every Ray worker of a launch: patch the trainer's checkpointing once Trinity imports it."""
-    patch_on_import(VERL_TRAINER, safe_checkpoints)
+    patch = "checkpoints.kill_safe"
+    replace(patch, module, "open", pointers_whole)
+    replace(patch, module, "VERLTrainer.save_checkpoint", unless_saved)
+    replace(patch, module, "VERLTrainer._retain_checkpoints", keeping_the_named_one)

@@ -13,8 +13,8 @@ import shutil
 import subprocess
 import sys
 
-from rftkit import startup, trinity_plugins, workers
-from rftkit.trainer import colocate, concurrent_start, early_runners, lean_engine, weight_sync
+from rftkit import patches, trinity_plugins, workers
+from rftkit.trainer import colocate
 
 # Rollout engines get this share of the GPUs; the trainer gets the rest.
 EXPLORER_SHARE = 0.5
@@ -128,14 +128,11 @@ def ray_cli(*args: str) -> None:
     subprocess.run([sys.executable, "-m", "ray.scripts.scripts", *args], check=True)
 
 
-# Start-up switches, each a patch of Trinity-RFT 0.6.0's order of start-up: the trainer's workers, the
-# workflow runners and a lean rollout engine all start at once (docs/gpu.md, start-up).
-FAST_START = (concurrent_start.SWITCH_ENV, early_runners.SWITCH_ENV, lean_engine.SWITCH_ENV)
-
-
 def fast_start_switches() -> dict[str, str]:
-    """The FAST_START switches as the workers get them: on ("1") unless this process's environment sets one."""
-    return {name: os.environ.get(name) or "1" for name in FAST_START}
+    """The start-up switches (rftkit.patches.FAST_START: the trainer's workers, the workflow runners and a lean
+    rollout engine all start at once, docs/gpu.md) as the workers get them: on ("1") unless this process's
+    environment sets one."""
+    return {name: os.environ.get(name) or "1" for name in patches.FAST_START}
 
 
 def connect_ray(trinity_config, timeline: os.PathLike | None = None) -> None:
@@ -148,13 +145,13 @@ def connect_ray(trinity_config, timeline: os.PathLike | None = None) -> None:
     hook = workers.setup_colocated if trinity_config.mode == "colocate" else workers.setup
     env_vars = trinity_config.get_envs()
     if timeline is not None:  # where the workers mark the start-up phases they end (rftkit.startup)
-        env_vars[startup.TIMELINE_ENV] = str(timeline)
+        env_vars[patches.TIMELINE_ENV] = str(timeline)
     env_vars.update(fast_start_switches())
     if os.environ.get(trinity_plugins.EXTRA_ENV):
         env_vars[trinity_plugins.EXTRA_ENV] = os.environ[trinity_plugins.EXTRA_ENV]
     if trinity_config.mode == "colocate":  # weights through the object store: in the engine's dtype, unless 0
-        off = os.environ.get(weight_sync.DTYPE_ENV) == "0"
-        env_vars[weight_sync.DTYPE_ENV] = "0" if off else trinity_config.explorer.rollout_model.dtype
+        off = os.environ.get(patches.WEIGHT_SYNC_DTYPE_ENV) == "0"
+        env_vars[patches.WEIGHT_SYNC_DTYPE_ENV] = "0" if off else trinity_config.explorer.rollout_model.dtype
     ray.init(address=trinity_config.cluster.ray_address, namespace=trinity_config.ray_namespace,
              runtime_env={"env_vars": env_vars,
                           "worker_process_setup_hook": f"{hook.__module__}.{hook.__name__}"})

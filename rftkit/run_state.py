@@ -6,7 +6,7 @@ E and the task selector's state). Trinity-RFT 0.6.0 takes both as it finds them,
 explorer is usually ahead (E > T: experiences no saved model learned from), and a kill during the
 in-place rewrite of `explorer_meta.json` restarts the explorer at step 0 with fresh posteriors.
 
-`worker_setup` patches Trinity's StateManager so that each state file is written whole, and each
+`safe_state_files` (patch `run_state.whole_files`) makes Trinity's StateManager write each state file whole, and each
 explorer state is also kept as `explorer_meta.step_<E>.json`. Before a launch, `rewind` hands the
 explorer the copy of step T, so both sides go on from the trainer's checkpoint and redo the lost
 steps with the same tasks (the selector draws from its seed and position).
@@ -26,10 +26,9 @@ from types import ModuleType
 
 from rftkit.checkpoints import TRACKER, fall_back, saved_steps, tracker_step
 from rftkit.files import atomic_paths
-from rftkit.trainer.import_patch import patch_on_import, source_has
+from rftkit.patches.apply import replace
 from rftkit.inputs import InputError
 
-STATE_MANAGER = "trinity.manager.state_manager"  # written against Trinity-RFT 0.6.0
 
 
 def write_json(path: str | os.PathLike, data) -> None:
@@ -102,27 +101,21 @@ def _keep_snapshots(explorer_state: Path, step: int, state: dict) -> None:
 
 def safe_state_files(module: ModuleType) -> None:
     """Patch Trinity-RFT 0.6.0's StateManager: whole-file writes, and the explorer's state kept per step."""
-    manager = module.StateManager
-    if not (source_has(manager.save_explorer, 'open(self.explorer_state_path, "w"')
-            and source_has(manager.save_trainer, 'open(self.trainer_state_path, "w"')):
-        raise RuntimeError("rftkit.run_state: trinity.manager.state_manager.StateManager no longer writes its "
-                           "state files as Trinity-RFT 0.6.0 did; this patch must be checked against it")
+    def explorer_whole(original):
+        def save_explorer(self, current_step: int, taskset_states: list) -> None:
+            state = {"latest_iteration": current_step, "taskset_states": taskset_states}
+            write_json(self.explorer_state_path, state)
+            _keep_snapshots(Path(self.explorer_state_path), current_step, state)
+        return save_explorer
 
-    def save_explorer(self, current_step: int, taskset_states: list) -> None:
-        state = {"latest_iteration": current_step, "taskset_states": taskset_states}
-        write_json(self.explorer_state_path, state)
-        _keep_snapshots(Path(self.explorer_state_path), current_step, state)
+    def trainer_whole(original):
+        def save_trainer(self, current_step: int, sample_strategy_state: dict) -> None:
+            write_json(self.trainer_state_path,
+                       {"latest_iteration": current_step, "sample_strategy_state": sample_strategy_state})
+        return save_trainer
 
-    def save_trainer(self, current_step: int, sample_strategy_state: dict) -> None:
-        write_json(self.trainer_state_path,
-                   {"latest_iteration": current_step, "sample_strategy_state": sample_strategy_state})
-
-    manager.save_explorer, manager.save_trainer = save_explorer, save_trainer
-
-
-def worker_setup() -> None:
-    """In a Ray worker: patch the StateManager once Trinity imports it."""
-    patch_on_import(STATE_MANAGER, safe_state_files)
+    replace("run_state.whole_files", module, "StateManager.save_explorer", explorer_whole)
+    replace("run_state.whole_files", module, "StateManager.save_trainer", trainer_whole)
 
 
 @dataclass

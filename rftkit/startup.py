@@ -5,15 +5,13 @@ The process that finishes a phase appends one JSON line to `<checkpoint job dir>
 
     {"phase": "rollout engines ready", "at": 1764681234.5, "pid": 4242}
 
-The launcher marks its own phases (`mark`); in every worker, `worker_setup` wraps the Trinity-RFT
-0.6.0 coroutines whose end is a phase, and fails at import, naming the method, if one has moved.
+The launcher marks its own phases (`mark`); in every worker, `marks_ends` (patch `startup.timeline`) wraps
+the Trinity-RFT 0.6.0 coroutines whose end is a phase.
 `Timeline` follows the file and prints each phase as it arrives.
 """
 
 from __future__ import annotations
 
-import functools
-import inspect
 import json
 import os
 import sys
@@ -22,25 +20,12 @@ import time
 from pathlib import Path
 from types import ModuleType
 
-from rftkit.trainer.import_patch import patch_on_import
+from rftkit.patches import STARTUP_PHASES, TIMELINE_ENV
+from rftkit.patches.apply import replace
 
-TIMELINE_ENV = "RFTKIT_STARTUP_TIMELINE"
 FILE_NAME = "startup.jsonl"
-TRINITY_VERSION = "0.6.0"  # the version the wrapped methods were read in
 
-# (module, class, method, phase): the method's return is the phase's end. In the order a launch reaches them.
-WORKER_PHASES = [
-    ("trinity.trainer.trainer", "Trainer", "prepare", "trainer ready (FSDP workers, model loaded)"),
-    ("trinity.common.models.allocator", "Allocator", "create_all_models", "rollout engines ready"),
-    ("trinity.explorer.rollout_coordinator", "RolloutCoordinator", "_init_experience_pipeline",
-     "experience pipeline ready"),
-    ("trinity.explorer.scheduler", "Scheduler", "start", "workflow runners ready"),
-    ("trinity.explorer.explorer", "Explorer", "prepare", "explorer ready"),
-    ("trinity.explorer.explorer", "Explorer", "sync_weight", "first weights sent to the engine"),
-    ("trinity.explorer.explorer", "Explorer", "_finish_explore_step", "first explore step"),
-    ("trinity.trainer.trainer", "Trainer", "train_step", "first train step"),
-]
-LAST_PHASE = WORKER_PHASES[-1][3]
+LAST_PHASE = STARTUP_PHASES[-1][3]
 
 _marked: set[str] = set()  # the phases this worker process has marked
 
@@ -68,35 +53,20 @@ def append(path: str | os.PathLike, phase: str) -> None:
         os.close(fd)
 
 
-def marks_end(cls: type, method: str, phase: str) -> None:
-    """Make `cls.method`, a coroutine function, mark `phase` when it first returns."""
-    original = getattr(cls, method, None)
-    if getattr(original, "_rftkit_phase", None) == phase:
-        return
-    if not inspect.iscoroutinefunction(original):
-        raise RuntimeError(f"rftkit.startup: {cls.__module__}.{cls.__name__}.{method} is "
-                           f"{'missing' if original is None else 'not a coroutine function'}; the start-up "
-                           f"timeline was written against Trinity-RFT {TRINITY_VERSION}")
+def marks_ends(module: ModuleType) -> None:
+    """Make each of `STARTUP_PHASES` in `module`, a coroutine function, mark its phase when it first returns."""
+    for name, cls, method, phase in STARTUP_PHASES:
+        if name == module.__name__:
+            replace("startup.timeline", module, f"{cls}.{method}",
+                    lambda original, phase=phase: marking(original, phase))
 
-    @functools.wraps(original)
-    async def marking(*args, **kwargs):
+
+def marking(original, phase: str):
+    async def marks_when_done(*args, **kwargs):
         result = await original(*args, **kwargs)
         mark(phase)
         return result
-
-    marking._rftkit_phase = phase
-    setattr(cls, method, marking)
-
-
-def worker_setup() -> None:
-    """In every worker of a launch (`rftkit.workers`): mark each of `WORKER_PHASES` where it ends."""
-    if not os.environ.get(TIMELINE_ENV):
-        return
-    for module, cls, method, phase in WORKER_PHASES:
-        def patch(loaded: ModuleType, cls=cls, method=method, phase=phase) -> None:
-            marks_end(getattr(loaded, cls), method, phase)
-
-        patch_on_import(module, patch)
+    return marks_when_done
 
 
 def launched_at() -> float:

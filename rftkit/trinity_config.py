@@ -22,7 +22,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from rftkit import trinity_plugins
 from rftkit.trainer import attention, configured, liger
-from rftkit.trainer.import_patch import patch_on_import, source_has
+from rftkit.patches.apply import install, replace, source_has
 from rftkit.inputs import InputError
 from rftkit.overrides import CHECKPOINTING_KEY, write_yaml
 
@@ -49,67 +49,44 @@ def use_plugins() -> None:
         _loaded_plugin_dirs.update(others)
 
 
-TRAINER_MODULE = "trinity.trainer.trainer"  # is_verl_legacy(), as of Trinity-RFT 0.6.0
-
-
 def verl_version_from_metadata(trainer_module: ModuleType) -> None:
     """Make Trinity's `is_verl_legacy()` read verl's version from the package's metadata: the same answer,
     without importing verl (and torch's compiler through tensordict), seconds of every dry run."""
+    def from_metadata(original):
+        def is_verl_legacy() -> bool:
+            from packaging.version import Version
+
+            try:
+                return Version(importlib.metadata.version("verl")) < Version("0.8.0")
+            except importlib.metadata.PackageNotFoundError:
+                return False
+        return is_verl_legacy
+
     original = trainer_module.is_verl_legacy
-    if getattr(original, "_rftkit_patched", False):
-        return
-    if not (source_has(original, "import verl") and source_has(original, '"0.8.0"')):
-        raise RuntimeError(f"rftkit.trinity_config: {TRAINER_MODULE}.is_verl_legacy no longer reads verl's "
-                           f"version against 0.8.0 as in Trinity-RFT 0.6.0, which this patch was written for")
-
-    def is_verl_legacy() -> bool:
-        from packaging.version import Version
-
-        try:
-            return Version(importlib.metadata.version("verl")) < Version("0.8.0")
-        except importlib.metadata.PackageNotFoundError:
-            return False
-
-    is_verl_legacy._rftkit_patched, is_verl_legacy._rftkit_original = True, original
-    trainer_module.is_verl_legacy = is_verl_legacy
+    replace("checks.verl_version", trainer_module, "is_verl_legacy", from_metadata)
     package = sys.modules.get("trinity.trainer")  # which re-exports it
     if package is not None and getattr(package, "is_verl_legacy", None) is original:
-        package.is_verl_legacy = is_verl_legacy
-
-
-PATCH_PACKAGE = "trinity.common.patch"  # kimi_vl_monkey_patch_decorator, as of Trinity-RFT 0.6.0
+        replace("checks.verl_version", package, "is_verl_legacy", lambda original: trainer_module.is_verl_legacy)
 
 
 def kimi_patch_on_first_call(package: ModuleType) -> None:
     """Make Trinity's `kimi_vl_monkey_patch_decorator` decorate when the function is first called, not
     when its class is defined: it imports transformers to read its version, a second of every dry run,
     for a check that runs only on a GPU. The same decoration, later."""
-    original = package.kimi_vl_monkey_patch_decorator
-    if getattr(original, "_rftkit_patched", False):
-        return
-    if not source_has(original, "import transformers"):
-        raise RuntimeError(f"rftkit.trinity_config: {PATCH_PACKAGE}.kimi_vl_monkey_patch_decorator no longer "
-                           f"imports transformers as in Trinity-RFT 0.6.0, which this patch was written for")
+    def on_first_call(original):
+        def kimi_vl_monkey_patch_decorator(func):
+            decorated = None
 
-    def on_first_call(func):
-        decorated = None
+            @functools.wraps(func)
+            def call(*args, **kwargs):
+                nonlocal decorated
+                if decorated is None:
+                    decorated = original(func)
+                return decorated(*args, **kwargs)
+            return call
+        return kimi_vl_monkey_patch_decorator
 
-        @functools.wraps(func)
-        def call(*args, **kwargs):
-            nonlocal decorated
-            if decorated is None:
-                decorated = original(func)
-            return decorated(*args, **kwargs)
-        return call
-
-    on_first_call._rftkit_patched = True
-    package.kimi_vl_monkey_patch_decorator = on_first_call
-
-
-def patch_for_checks() -> None:
-    """Before Trinity's config checks are imported here: the launcher's patches that keep them light."""
-    patch_on_import(TRAINER_MODULE, verl_version_from_metadata)
-    patch_on_import(PATCH_PACKAGE, kimi_patch_on_first_call)
+    replace("checks.kimi_on_first_call", package, "kimi_vl_monkey_patch_decorator", on_first_call)
 
 
 NO_GPU_BANNER = "NO GPU DETECTED"  # the title of the box GPUMemoryValidator logs, as of Trinity-RFT 0.6.0
@@ -127,7 +104,7 @@ def no_gpu_banner(validator=None):
     """While this runs, Trinity-RFT 0.6.0's GPU memory check (`validator`) does not log its NO GPU DETECTED
     banner, an error that a dry run without GPUs expects; all else shows. Fails if the check has moved."""
     if validator is None:
-        patch_for_checks()
+        install("launcher")
         from trinity.common.config_validator import GPUMemoryValidator, validators
 
         validator = next((v for v in validators if isinstance(v, GPUMemoryValidator)), None)
@@ -217,7 +194,7 @@ def source_of(message: str, set_values: list[tuple[str, Any]]) -> str | None:
 def build_trinity_config(config_path: str | Path, workflow_func: Callable, judge_func: Callable | None = None):
     """The validated Trinity config tune() would run for this YAML and these functions."""
     use_plugins()
-    patch_for_checks()
+    install("launcher")
     from agentscope.tuner import check_judge_function, check_workflow_function
     from agentscope.tuner._config import _to_trinity_config  # the conversion tune() itself calls
 

@@ -61,18 +61,23 @@ def unmark_quantized(model) -> None:
 def gguf_parsed_once():
     """transformers parses a GGUF file's metadata (the whole vocabulary) once for the tokenizer, once for the
     config and once for the weights, and builds gguf's tensor-name map once per submodule. Both are pure
-    functions of their arguments: while this context lasts, each is computed once."""
+    functions of their arguments: while this context lasts, each is computed once (patch `gguf.parsed_once`)."""
     import functools
+    import importlib
 
     import gguf
 
-    reader, name_map = gguf.GGUFReader, gguf.get_tensor_name_map
-    gguf.GGUFReader = functools.lru_cache(maxsize=None)(reader)
-    gguf.get_tensor_name_map = functools.lru_cache(maxsize=None)(name_map)
+    from rftkit.patches.apply import replace, require
+
+    patch = "gguf.parsed_once"
+    require(patch, importlib.import_module("transformers.modeling_gguf_pytorch_utils"))
+    undo = [replace(patch, gguf, name, functools.lru_cache(maxsize=None))
+            for name in ("GGUFReader", "get_tensor_name_map")]
     try:
         yield
     finally:
-        gguf.GGUFReader, gguf.get_tensor_name_map = reader, name_map
+        for step in undo:
+            step()
 
 
 def model_folder(model: Path, out_dir: Path) -> Path:

@@ -9,7 +9,7 @@ has none). What that costs, and what this saves: `docs/results/2026-12-04-eval-s
 Unless RFTKIT_LEAN_ENGINE is set to something other than 1 (0 turns it off, as in the launcher's workers), here:
 
 * the model class is inspected in the server's own process, with the patch the training engines use
-  (`rftkit.trainer.lean_engine.patch_registry`);
+  (`lean_engine.inspect_here` in rftkit.patches);
 * the engine core is forked (VLLM_WORKER_MULTIPROC_METHOD=fork, vLLM's default as a library, unless the
   environment names a method), so it starts with the server's imports done. vLLM itself falls back to
   `spawn` where CUDA is already initialised in the server, so no CUDA state reaches the engine.
@@ -20,17 +20,18 @@ from __future__ import annotations
 import os
 import runpy
 
-from rftkit.trainer import lean_engine
-from rftkit.trainer.import_patch import patch_on_import
+from rftkit.patches import LEAN_ENGINE_ENV
+from rftkit.patches.apply import install
 
 SERVER = "vllm.entrypoints.openai.api_server"
 METHOD_ENV = "VLLM_WORKER_MULTIPROC_METHOD"
 
 
 def main() -> None:
-    # rftkit.cluster.fast_start_switches' rule ("1" unless set), read here without importing the launcher
-    if (os.environ.get(lean_engine.SWITCH_ENV) or "1") == "1":
-        patch_on_import(lean_engine.REGISTRY, lean_engine.patch_registry)
+    # the launcher's rule for its workers ("1" unless set)
+    if (os.environ.get(LEAN_ENGINE_ENV) or "1") == "1":
+        os.environ[LEAN_ENGINE_ENV] = "1"
+        install("vllm server")
         os.environ.setdefault(METHOD_ENV, "fork")
     runpy.run_module(SERVER, run_name="__main__", alter_sys=True)
 

@@ -60,18 +60,6 @@ def config_only_model(folder: Path) -> Path:
     return folder
 
 
-def patches_asked(module, switch: str | None, monkeypatch) -> list[str]:
-    """The modules `module.worker_setup()` asks to patch on import when its SWITCH_ENV is `switch` (None: unset)."""
-    asked = []
-    monkeypatch.setattr(module, "patch_on_import", lambda name, patch: asked.append(name))
-    if switch is None:
-        monkeypatch.delenv(module.SWITCH_ENV, raising=False)
-    else:
-        monkeypatch.setenv(module.SWITCH_ENV, switch)
-    module.worker_setup()
-    return asked
-
-
 def dry_run(command: list[str], gpus: int = 2, env: dict | None = None) -> str:
     """A launch command, as the GPU scripts build it, run with --dry-run (in a child of the fork server,
     tests/launches.py): its stdout, after exit 0."""
@@ -179,3 +167,13 @@ def pytest_collection_modifyitems(items):
         for group, files in SERIAL_GROUPS.items():
             if item.path.name in files:
                 item.add_marker(pytest.mark.xdist_group(group))
+
+
+def as_module(name: str, **attributes):
+    """A stand-in for module `name` holding `attributes`: what a patch is installed on, under the name that
+    rftkit.patches declares for it."""
+    import types
+
+    module = types.ModuleType(name)
+    vars(module).update(attributes)
+    return module

@@ -43,14 +43,15 @@ def test_verl_needs_flash_attn_for_padding_without_the_setup_hook():
 TRAINER_READY = """
 import transformers.modeling_utils, verl.utils.torch_functional as verl_functional
 assert "rftkit_varlen" in transformers.modeling_utils.ALL_ATTENTION_FUNCTIONS.valid_keys()
-assert verl_functional.logprobs_from_logits_v2.__module__ == "rftkit.trainer.logprobs"
+from rftkit.patches.apply import applied
+assert applied(verl_functional.logprobs_from_logits_v2) == ["logprobs.in_blocks"]
 print("trainer ready")
 """
 
 
 @pytest.mark.parametrize("when", ["before verl is imported", "after verl is imported"])
 def test_the_setup_hook_points_verl_at_its_torch_padding_helpers_and_log_probs(when):
-    setup = "from rftkit.trainer.attention import worker_setup; worker_setup()\n"
+    setup = "from rftkit.workers import setup; setup()\n"
     first = "" if when.startswith("before") else "import verl.utils.attention_utils, verl.utils.torch_functional\n"
     result = run_python(first + setup + UNPAD_ROUND_TRIP + TRAINER_READY)
     assert result.returncode == 0, result.stderr[-2000:]

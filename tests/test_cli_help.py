@@ -114,28 +114,31 @@ def test_a_dry_run_validates_with_trinity_without_importing_verl(frozenlake_data
 
 
 def test_verls_version_is_read_as_trinity_reads_it_and_a_moved_check_fails():
-    import types
+    import inspect
+
+    from conftest import as_module
+    from rftkit.patches.apply import PatchTargetMoved
 
     import trinity.trainer.trainer as trainer_module
 
     from rftkit import trinity_config
 
-    original = getattr(trainer_module.is_verl_legacy, "_rftkit_original", trainer_module.is_verl_legacy)
-    copy = types.SimpleNamespace(is_verl_legacy=original)
+    original = inspect.unwrap(trainer_module.is_verl_legacy)  # Trinity's, patched here or not
+    copy = as_module(trainer_module.__name__, is_verl_legacy=original)
     trinity_config.verl_version_from_metadata(copy)
     assert copy.is_verl_legacy is not original and copy.is_verl_legacy() == original() is False
 
     def moved():
         return False
 
-    with pytest.raises(RuntimeError, match="no longer reads verl's version"):
-        trinity_config.verl_version_from_metadata(types.SimpleNamespace(is_verl_legacy=moved))
+    with pytest.raises(PatchTargetMoved, match="'checks.verl_version'.*is_verl_legacy no longer has `import verl`"):
+        trinity_config.verl_version_from_metadata(as_module(trainer_module.__name__, is_verl_legacy=moved))
 
 
 def test_the_kimi_vl_patch_decorates_on_first_call_as_trinity_would_and_a_moved_one_fails():
-    import types
-
+    from conftest import as_module
     from rftkit import trinity_config
+    from rftkit.patches.apply import PatchTargetMoved
 
     decorated = []
 
@@ -145,7 +148,7 @@ def test_the_kimi_vl_patch_decorates_on_first_call_as_trinity_would_and_a_moved_
         decorated.append(func.__name__)
         return lambda *args: ("patched", func(*args))
 
-    package = types.SimpleNamespace(kimi_vl_monkey_patch_decorator=decorator)
+    package = as_module("trinity.common.patch", kimi_vl_monkey_patch_decorator=decorator)
     trinity_config.kimi_patch_on_first_call(package)
 
     @package.kimi_vl_monkey_patch_decorator
@@ -159,8 +162,8 @@ def test_the_kimi_vl_patch_decorates_on_first_call_as_trinity_would_and_a_moved_
     def moved(func):
         return func
 
-    with pytest.raises(RuntimeError, match="no longer imports transformers"):
-        trinity_config.kimi_patch_on_first_call(types.SimpleNamespace(kimi_vl_monkey_patch_decorator=moved))
+    with pytest.raises(PatchTargetMoved, match="kimi_vl_monkey_patch_decorator no longer has `import transformers`"):
+        trinity_config.kimi_patch_on_first_call(as_module("trinity.common.patch", kimi_vl_monkey_patch_decorator=moved))
 
 
 def test_the_launch_turns_garbage_collection_back_on_when_it_refuses():

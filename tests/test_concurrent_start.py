@@ -1,11 +1,12 @@
 """The trainer's workers are built in prepare(), which Trinity's launcher calls beside the explorer's."""
 
 import asyncio
-import types
 
 import pytest
 
-from conftest import patches_asked
+from conftest import as_module
+from rftkit.patches import TRINITY_VERL_TRAINER
+from rftkit.patches.apply import PatchTargetMoved, applied
 from rftkit.trainer import concurrent_start
 
 
@@ -26,7 +27,7 @@ class TrainerShape:
 
 def patched(cls: type) -> type:
     copy = type(cls.__name__, (cls,), {})  # the patch sets attributes on the copy, not on `cls`
-    concurrent_start.defer_worker_init(types.SimpleNamespace(VERLTrainer=copy))
+    concurrent_start.defer_worker_init(as_module(TRINITY_VERL_TRAINER, VERLTrainer=copy))
     return copy
 
 
@@ -41,7 +42,7 @@ def test_the_workers_are_built_when_prepare_starts_and_only_once():
 
 def test_patching_twice_defers_once():
     cls = patched(TrainerShape)
-    concurrent_start.defer_worker_init(types.SimpleNamespace(VERLTrainer=cls))
+    concurrent_start.defer_worker_init(as_module(TRINITY_VERL_TRAINER, VERLTrainer=cls))
     trainer = cls()
     asyncio.run(trainer.prepare())
     assert trainer.calls == ["workers", "prepare"]
@@ -51,9 +52,9 @@ def test_the_real_trinity_trainer_still_has_what_the_patch_moves():
     from trinity.trainer.verl import trainer as verl_trainer
 
     cls = patched(verl_trainer.VERLTrainer)
-    assert cls._init_workers.deferred_to_prepare
+    assert applied(cls._init_workers) == ["concurrent_start"]
     assert asyncio.iscoroutinefunction(cls.prepare) and cls.prepare.__name__ == "prepare"
-    assert not getattr(verl_trainer.VERLTrainer._init_workers, "deferred_to_prepare", False)
+    assert applied(verl_trainer.VERLTrainer._init_workers) == []
 
 
 @pytest.mark.parametrize("body", ["no workers in __init__", "sync prepare"])
@@ -66,11 +67,5 @@ def test_a_trainer_that_moved_fails_naming_the_version(body):
             def prepare(self):
                 return None
 
-    with pytest.raises(RuntimeError, match="as Trinity-RFT 0.6.0 did.*set RFTKIT_CONCURRENT_START=0"):
-        concurrent_start.defer_worker_init(types.SimpleNamespace(VERLTrainer=Moved))
-
-
-@pytest.mark.parametrize("switch,applied", [(None, False), ("0", False), ("1", True)])
-def test_trinitys_order_unless_the_switch_asks_for_the_overlap(switch, applied, monkeypatch):
-    asked = patches_asked(concurrent_start, switch, monkeypatch)
-    assert asked == ([concurrent_start.VERL_TRAINER] if applied else [])
+    with pytest.raises(PatchTargetMoved, match="'concurrent_start'.*trinity-rft 0.6.0.*set RFTKIT_CONCURRENT_START=0"):
+        concurrent_start.defer_worker_init(as_module(TRINITY_VERL_TRAINER, VERLTrainer=Moved))

@@ -5,8 +5,13 @@ import types
 
 import pytest
 
-from conftest import patches_asked
+from conftest import as_module
+from rftkit.patches import ALLOCATOR
+from rftkit.patches.apply import PatchTargetMoved, applied
 from rftkit.trainer import early_runners
+
+EXPLORER, COORDINATOR, RUNNER = ("trinity.explorer.explorer", "trinity.explorer.rollout_coordinator",
+                                 "trinity.explorer.workflow_runner")
 
 
 class Remote:
@@ -69,7 +74,7 @@ def patched_explorer(monkeypatch):
     monkeypatch.setattr(RolloutCoordinator, "made", 0)
     monkeypatch.setattr(RolloutCoordinator, "get_actor", RolloutCoordinator.__dict__["get_actor"])
     explorer = type("Explorer", (Explorer,), {})
-    early_runners.patch_explorer(types.SimpleNamespace(Explorer=explorer, RolloutCoordinator=RolloutCoordinator))
+    early_runners.patch_explorer(as_module(EXPLORER, Explorer=explorer, RolloutCoordinator=RolloutCoordinator))
     return explorer(log), log
 
 
@@ -111,7 +116,7 @@ class CoordinatorShape:
 
 def test_two_prepares_of_the_coordinator_build_once():
     cls = type("RolloutCoordinator", (CoordinatorShape,), {})
-    early_runners.patch_coordinator(types.SimpleNamespace(RolloutCoordinator=cls))
+    early_runners.patch_coordinator(as_module(COORDINATOR, RolloutCoordinator=cls))
     coordinator = cls()
 
     async def both():
@@ -138,7 +143,7 @@ def test_a_runner_waits_for_its_engine_actor_to_be_made(monkeypatch, tmp_path):
     from trinity.common.models import allocator as real
 
     cls = type("Allocator", (real.Allocator,), {})
-    early_runners.patch_allocator(types.SimpleNamespace(Allocator=cls))
+    early_runners.patch_allocator(as_module(ALLOCATOR, Allocator=cls))
     lookups = []
 
     def get_actor(name, namespace=None):
@@ -169,7 +174,7 @@ def test_a_runner_prepares_once_its_engine_is_ready(monkeypatch):
 
     RunnerShape.model_wrapper.prepare = lambda: Remote(log, "prepared").remote()
     cls = type("WorkflowRunner", (RunnerShape,), {})
-    early_runners.patch_runner(types.SimpleNamespace(WorkflowRunner=cls))
+    early_runners.patch_runner(as_module(RUNNER, WorkflowRunner=cls))
     asyncio.run(cls().prepare())
     assert log == ["ready?", "ready?", "ready?", "prepared"]
 
@@ -188,39 +193,33 @@ def test_the_real_trinity_classes_still_have_what_the_patches_reorder():
         (explorer, "Explorer"), (rollout_coordinator, "RolloutCoordinator"),
         (allocator, "Allocator"), (workflow_runner, "WorkflowRunner")]}
     make_coordinator = rollout_coordinator.RolloutCoordinator.__dict__["get_actor"]
-    early_runners.patch_explorer(types.SimpleNamespace(**copies))
-    early_runners.patch_coordinator(types.SimpleNamespace(**copies))
-    early_runners.patch_allocator(types.SimpleNamespace(**copies))
-    early_runners.patch_runner(types.SimpleNamespace(**copies))
+    early_runners.patch_explorer(as_module(EXPLORER, **copies))
+    early_runners.patch_coordinator(as_module(COORDINATOR, **copies))
+    early_runners.patch_allocator(as_module(ALLOCATOR, **copies))
+    early_runners.patch_runner(as_module(RUNNER, **copies))
     for name, method in [("Explorer", "prepare"), ("RolloutCoordinator", "prepare"),
                          ("Allocator", "get_model"), ("WorkflowRunner", "prepare")]:
-        assert copies[name].__dict__[method]._rftkit_early_runners, (name, method)
+        assert applied(copies[name].__dict__[method]) == ["early_runners"], (name, method)
     assert rollout_coordinator.RolloutCoordinator.__dict__["get_actor"] is make_coordinator
-    assert not hasattr(explorer.Explorer.prepare, "_rftkit_early_runners")
+    assert applied(explorer.Explorer.prepare) == []
 
 
-@pytest.mark.parametrize("patch,shape", [
-    ("patch_explorer", "an explorer that makes its coordinator first"),
-    ("patch_coordinator", "a coordinator without the running check"),
-    ("patch_allocator", "an allocator that looks engines up another way"),
-    ("patch_runner", "a runner that prepares no model"),
+@pytest.mark.parametrize("patch,module,shape", [
+    ("patch_explorer", EXPLORER, "an explorer that makes its coordinator first"),
+    ("patch_coordinator", COORDINATOR, "a coordinator without the running check"),
+    ("patch_allocator", ALLOCATOR, "an allocator that looks engines up another way"),
+    ("patch_runner", RUNNER, "a runner that prepares no model"),
 ])
-def test_code_that_moved_fails_naming_the_version(patch, shape):
+def test_code_that_moved_fails_naming_the_version(patch, module, shape):
     async def prepare(self):
         return None
 
     def get_model(self, config, role, engine_id):
         return None
 
-    namespace = types.SimpleNamespace(
-        Explorer=type("Explorer", (), {"prepare": prepare}), RolloutCoordinator=type("C", (), {"prepare": prepare}),
+    namespace = as_module(
+        module, Explorer=type("Explorer", (), {"prepare": prepare}),
+        RolloutCoordinator=type("C", (), {"prepare": prepare}),
         Allocator=type("Allocator", (), {"get_model": get_model}), WorkflowRunner=type("W", (), {"prepare": prepare}))
-    with pytest.raises(RuntimeError, match="Trinity-RFT 0.6.0.*set RFTKIT_EARLY_RUNNERS=0"):
+    with pytest.raises(PatchTargetMoved, match="'early_runners'.*trinity-rft 0.6.0.*set RFTKIT_EARLY_RUNNERS=0"):
         getattr(early_runners, patch)(namespace)
-
-
-@pytest.mark.parametrize("switch,applied", [(None, False), ("0", False), ("1", True)])
-def test_trinitys_order_unless_the_switch_asks_for_early_runners(switch, applied, monkeypatch):
-    asked = patches_asked(early_runners, switch, monkeypatch)
-    assert asked == (["trinity.explorer.explorer", "trinity.explorer.rollout_coordinator",
-                      "trinity.common.models.allocator", "trinity.explorer.workflow_runner"] if applied else [])

@@ -9,8 +9,10 @@ import pytest
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM
 
+from conftest import as_module
+from rftkit.patches import CHECKPOINT_EVERY_ENV, COMPILE_LAYERS_ENV, FSDP_ENGINE, PATCHES, WEIGHT_SYNC_DTYPE_ENV
+from rftkit.patches.apply import PatchTargetMoved
 from rftkit.trainer import layer_levers, packed_attention
-from rftkit.trainer.import_patch import source_has
 
 packed_attention.register()
 LENGTHS = (7, 13, 1, 5)
@@ -32,7 +34,7 @@ def fake_verl(build_fsdp_module, builds_then_shards=True, use_liger=False):
 
         _build_fsdp_module = build_fsdp_module
 
-    return types.SimpleNamespace(FSDPEngine=FSDPEngine)
+    return as_module(FSDP_ENGINE, FSDPEngine=FSDPEngine)
 
 
 def tiny_model(tmp_path):
@@ -66,9 +68,9 @@ def loss_and_grads(model):
 
 def test_the_switch_names_the_backend(monkeypatch):
     for value, backend in (("", None), ("0", None), ("1", "inductor"), ("aot_eager", "aot_eager")):
-        monkeypatch.setenv(layer_levers.COMPILE_ENV, value)
+        monkeypatch.setenv(COMPILE_LAYERS_ENV, value)
         assert layer_levers.compile_backend() == backend
-    monkeypatch.delenv(layer_levers.COMPILE_ENV)
+    monkeypatch.delenv(COMPILE_LAYERS_ENV)
     assert layer_levers.compile_backend() is None
 
 
@@ -120,15 +122,9 @@ def test_the_patch_is_applied_once():
 
 
 def test_a_verl_that_builds_differently_stops_the_worker_naming_the_switch():
-    with pytest.raises(RuntimeError, match=layer_levers.COMPILE_ENV):
+    moved = f"'layer_levers'.*_build_model_optimizer no longer has.*{COMPILE_LAYERS_ENV}"
+    with pytest.raises(PatchTargetMoved, match=moved):
         layer_levers.before_sharding(fake_verl(lambda self, module: module, builds_then_shards=False), None, 2)
-
-
-def test_verl_0_8_still_loads_then_shards():
-    from verl.workers.engine.fsdp import transformer_impl
-
-    assert all(source_has(transformer_impl.FSDPEngine._build_model_optimizer, line)
-               for line in layer_levers.BUILDS_THEN_SHARDS)
 
 
 def test_a_model_without_named_layers_is_refused():
@@ -140,22 +136,19 @@ def test_a_model_without_named_layers_is_refused():
 
 @pytest.mark.parametrize("compile_value,every,asked", [(None, None, False), ("0", "1", False), ("1", None, True),
                                                       (None, "2", True)])
-def test_the_worker_hook_patches_verls_engine_only_when_asked(compile_value, every, asked, monkeypatch):
-    patched = []
-    monkeypatch.setattr(layer_levers, "patch_on_import", lambda name, patch: patched.append(name))
-    for name, value in ((layer_levers.COMPILE_ENV, compile_value), (layer_levers.CHECKPOINT_ENV, every)):
+def test_the_levers_are_switched_on_only_when_the_environment_asks(compile_value, every, asked, monkeypatch):
+    for name, value in ((COMPILE_LAYERS_ENV, compile_value), (CHECKPOINT_EVERY_ENV, every)):
         monkeypatch.setenv(name, "recorded")  # (delenv alone records nothing for a variable that is not set)
         monkeypatch.delenv(name)
         if value is not None:
             monkeypatch.setenv(name, value)
-    layer_levers.worker_setup()
-    assert patched == ([layer_levers.FSDP_IMPL] if asked else [])
+    assert PATCHES["layer_levers"].switch.on() is asked
 
 
 def test_a_checkpoint_interval_that_is_not_a_whole_number_is_refused(monkeypatch):
     for value in ("0", "half", "-1"):
-        monkeypatch.setenv(layer_levers.CHECKPOINT_ENV, value)
-        with pytest.raises(ValueError, match=layer_levers.CHECKPOINT_ENV):
+        monkeypatch.setenv(CHECKPOINT_EVERY_ENV, value)
+        with pytest.raises(ValueError, match=CHECKPOINT_EVERY_ENV):
             layer_levers.checkpoint_every()
 
 
@@ -177,10 +170,8 @@ def test_the_benchmarks_lever_settings_ask_for_them_through_the_environment(monk
     from experiments.trainer_speed import worker
     from rftkit import workers
 
-    from rftkit.trainer import weight_sync
-
     monkeypatch.setattr(workers, "setup_colocated", lambda: None)
-    for name in (layer_levers.COMPILE_ENV, layer_levers.CHECKPOINT_ENV, weight_sync.DTYPE_ENV):  # set below
+    for name in (COMPILE_LAYERS_ENV, CHECKPOINT_EVERY_ENV, WEIGHT_SYNC_DTYPE_ENV):  # set below
         monkeypatch.setenv(name, "recorded")  # (delenv alone records nothing for a variable that is not set)
         monkeypatch.delenv(name)
     worker.setup_worker_process("liger-fused")

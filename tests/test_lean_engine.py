@@ -1,16 +1,16 @@
 """A one-GPU rollout engine gets vLLM's in-process executor, and its model is inspected without a subprocess."""
 
-import ast
 import importlib.util
 import inspect
 import os
 import subprocess
 import types
-from pathlib import Path
 
 import pytest
 
-from conftest import patches_asked, trinity_config_stub
+from conftest import as_module, trinity_config_stub
+from rftkit.patches import ASYNC_LLM, FAST_START, LEAN_ENGINE_ENV, REGISTRY, ROLLOUT_MODEL
+from rftkit.patches.apply import PatchTargetMoved, applied, require
 from rftkit.trainer import lean_engine
 
 
@@ -31,7 +31,7 @@ def engine_args(backend="mp", **sizes):
 
 def patched_async_llm() -> type:
     copy = type("AsyncLLM", (AsyncLLMShape,), {"from_engine_args": AsyncLLMShape.__dict__["from_engine_args"]})
-    lean_engine.patch_async_llm(types.SimpleNamespace(AsyncLLM=copy))
+    lean_engine.patch_async_llm(as_module(ASYNC_LLM, AsyncLLM=copy))
     return copy
 
 
@@ -49,7 +49,7 @@ def test_only_a_one_gpu_mp_engine_is_moved_into_the_engine_core(backend, sizes, 
 def test_patching_twice_wraps_once():
     cls = patched_async_llm()
     once = cls.__dict__["from_engine_args"].__func__
-    lean_engine.patch_async_llm(types.SimpleNamespace(AsyncLLM=cls))
+    lean_engine.patch_async_llm(as_module(ASYNC_LLM, AsyncLLM=cls))
     assert cls.__dict__["from_engine_args"].__func__ is once
 
 
@@ -59,26 +59,17 @@ def test_an_async_llm_that_moved_fails_naming_the_versions():
         def from_engine_args(cls, vllm_config):
             return vllm_config
 
-    with pytest.raises(RuntimeError, match="unlike Trinity-RFT 0.6.0 and vLLM 0.23.0.*set RFTKIT_LEAN_ENGINE=0"):
-        lean_engine.patch_async_llm(types.SimpleNamespace(AsyncLLM=Moved))
-
-
-def test_the_pinned_vllm_still_builds_the_config_in_from_engine_args():
-    # vLLM's AsyncLLM does not import on the CPU machine (it needs llguidance): read its source instead.
-    source = Path(importlib.util.find_spec(lean_engine.ASYNC_LLM).origin).read_text()
-    async_llm = next(node for node in ast.parse(source).body
-                     if isinstance(node, ast.ClassDef) and node.name == "AsyncLLM")
-    method = next(node for node in async_llm.body if getattr(node, "name", None) == "from_engine_args")
-    assert "engine_args.create_engine_config(" in ast.get_source_segment(source, method)
+    with pytest.raises(PatchTargetMoved, match="trinity-rft 0.6.0.*vllm 0.23.0.*set RFTKIT_LEAN_ENGINE=0"):
+        lean_engine.patch_async_llm(as_module(ASYNC_LLM, AsyncLLM=Moved))
 
 
 def test_the_real_trinity_engine_actor_still_asks_for_mp():
     from trinity.common.models import vllm_model
 
-    lean_engine.check_rollout_model(vllm_model)
-    moved = types.SimpleNamespace(vLLMRolloutModel=type("vLLMRolloutModel", (), {"prepare": lambda self: None}))
-    with pytest.raises(RuntimeError, match='no longer has distributed_executor_backend="mp"'):
-        lean_engine.check_rollout_model(moved)
+    require("lean_engine.uni_executor", vllm_model)
+    moved = as_module(ROLLOUT_MODEL, vLLMRolloutModel=type("vLLMRolloutModel", (), {"prepare": lambda self: None}))
+    with pytest.raises(PatchTargetMoved, match='prepare no longer has `distributed_executor_backend="mp"`'):
+        require("lean_engine.uni_executor", moved)
 
 
 def test_the_real_registry_inspects_qwen2_without_a_subprocess(tmp_path, monkeypatch):
@@ -99,15 +90,9 @@ def test_the_real_registry_inspects_qwen2_without_a_subprocess(tmp_path, monkeyp
 
 def test_a_registry_that_moved_fails_naming_the_versions():
     registered = type("_LazyRegisteredModel", (), {"inspect_model_cls": lambda self: None})
-    moved = types.SimpleNamespace(_run_in_subprocess=lambda fn: fn(), _LazyRegisteredModel=registered)
-    with pytest.raises(RuntimeError, match="no longer calls _run_in_subprocess"):
+    moved = as_module(REGISTRY, _run_in_subprocess=lambda fn: fn(), _LazyRegisteredModel=registered)
+    with pytest.raises(PatchTargetMoved, match="inspect_model_cls no longer has `_run_in_subprocess\\(`"):
         lean_engine.patch_registry(moved)
-
-
-@pytest.mark.parametrize("switch,applied", [(None, False), ("0", False), ("1", True)])
-def test_trinitys_four_processes_unless_the_switch_asks(switch, applied, monkeypatch):
-    asked = patches_asked(lean_engine, switch, monkeypatch)
-    assert asked == ([lean_engine.ROLLOUT_MODEL] if applied else [])
 
 
 @pytest.mark.parametrize("asked,sent", [(None, "1"), ("", "1"), ("0", "0"), ("1", "1")])
@@ -120,15 +105,15 @@ def test_the_launcher_turns_the_fast_start_on_unless_told_0(asked, sent, monkeyp
     exec(trinity_config_stub("fast-start", "colocate"), namespace)
     runtime_envs = []
     monkeypatch.setattr(ray, "init", lambda **kwargs: runtime_envs.append(kwargs["runtime_env"]))
-    for name in cluster.FAST_START:
+    for name in FAST_START:
         if asked is None:
             monkeypatch.delenv(name, raising=False)
         else:
             monkeypatch.setenv(name, asked)
     cluster.connect_ray(namespace["Config"]())
-    assert set(cluster.FAST_START) == {"RFTKIT_CONCURRENT_START", "RFTKIT_EARLY_RUNNERS", "RFTKIT_LEAN_ENGINE"}
-    sent_to_workers = {name: runtime_envs[0]["env_vars"][name] for name in cluster.FAST_START}
-    assert sent_to_workers == dict.fromkeys(cluster.FAST_START, sent)
+    assert set(FAST_START) == {"RFTKIT_CONCURRENT_START", "RFTKIT_EARLY_RUNNERS", "RFTKIT_LEAN_ENGINE"}
+    sent_to_workers = {name: runtime_envs[0]["env_vars"][name] for name in FAST_START}
+    assert sent_to_workers == dict.fromkeys(FAST_START, sent)
 
 
 def test_the_dry_run_names_the_switches_and_how_the_engines_compile(monkeypatch):
@@ -154,7 +139,7 @@ def test_the_evaluation_server_starts_lean_unless_told_0(switch, method, lean, m
     from vllm.model_executor.models import registry
 
     monkeypatch.setattr(registry, "_run_in_subprocess", registry._run_in_subprocess)  # restored afterwards
-    for name, value in ((lean_engine.SWITCH_ENV, switch), (vllm_serve.METHOD_ENV, method)):
+    for name, value in ((LEAN_ENGINE_ENV, switch), (vllm_serve.METHOD_ENV, method)):
         monkeypatch.setenv(name, "restored afterwards")
         monkeypatch.delenv(name)
         if value is not None:
@@ -164,7 +149,7 @@ def test_the_evaluation_server_starts_lean_unless_told_0(switch, method, lean, m
     vllm_serve.main()
     assert served == [("vllm.entrypoints.openai.api_server", {"run_name": "__main__", "alter_sys": True})]
     assert importlib.util.find_spec(vllm_serve.SERVER) is not None, "vLLM's server module moved"
-    assert (registry._run_in_subprocess is lean_engine.run_here) == lean
+    assert applied(registry._run_in_subprocess) == (["lean_engine.inspect_here"] if lean else [])
     # vLLM's command line would set spawn itself; a method the user names is kept
     assert os.environ.get(vllm_serve.METHOD_ENV) == (method or ("fork" if lean else None))
 

@@ -5,6 +5,7 @@ import types
 import pytest
 import torch
 
+from rftkit.patches.apply import PatchTargetMoved, applied
 from rftkit.trainer import logprobs
 
 
@@ -50,9 +51,11 @@ def test_verl_falls_back_to_the_block_kernel_once_patched():
     try:
         logprobs.use_in_verl(verl_functional)
         logits, labels = torch.randn(6, 40), torch.randint(0, 40, (6,))
-        assert verl_functional.logprobs_from_logits_v2 is logprobs.token_log_probs
+        assert applied(verl_functional.logprobs_from_logits_v2) == ["logprobs.in_blocks"]
         assert torch.allclose(verl_functional.logprobs_from_logits(logits, labels).double(),
                               reference(logits, labels), atol=1e-5)
+        blocks = logprobs.token_log_probs(logits, labels)
+        assert torch.equal(verl_functional.logprobs_from_logits(logits, labels), blocks)
     finally:
         verl_functional.logprobs_from_logits_v2 = original
 
@@ -65,5 +68,5 @@ def test_a_verl_that_no_longer_falls_back_this_way_stops_the_worker():
 
     moved.logprobs_from_logits = logprobs_from_logits
     moved.logprobs_from_logits_v2 = lambda logits, labels: None
-    with pytest.raises(RuntimeError, match="written against verl 0.8.0"):
+    with pytest.raises(PatchTargetMoved, match="'logprobs.in_blocks'.*logprobs_from_logits no longer has.*verl 0.8.0"):
         logprobs.use_in_verl(moved)

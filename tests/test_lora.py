@@ -270,7 +270,6 @@ def test_a_peft_models_checkpoint_shard_is_its_adapter_and_loads_over_the_base(q
 
 
 def test_the_lora_patches_stop_when_trinity_or_verl_moved():
-    import types
 
     from rftkit.trainer import lora_saves
 
@@ -284,7 +283,11 @@ def test_the_lora_patches_stop_when_trinity_or_verl_moved():
         def save_state_dict(self):
             pass
 
-    with pytest.raises(RuntimeError, match="written against verl 0.8.0"):
-        lora_saves.small_checkpoints(types.SimpleNamespace(FSDPCheckpointManager=Moved))
-    with pytest.raises(RuntimeError, match="written against Trinity-RFT 0.6.0"):
-        lora_saves.adapter_only(types.SimpleNamespace(TrinityActorRolloutRefWorker=Moved))
+    from conftest import as_module
+    from rftkit.patches import CHECKPOINT_MANAGER, TRINITY_WORKERS
+    from rftkit.patches.apply import PatchTargetMoved
+
+    with pytest.raises(PatchTargetMoved, match="'lora.small_checkpoints'.*verl 0.8.0"):
+        lora_saves.small_checkpoints(as_module(CHECKPOINT_MANAGER, FSDPCheckpointManager=Moved))
+    with pytest.raises(PatchTargetMoved, match="'lora.adapter_syncs'.*trinity-rft 0.6.0"):
+        lora_saves.adapter_only(as_module(TRINITY_WORKERS, TrinityActorRolloutRefWorker=Moved))

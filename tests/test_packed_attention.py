@@ -104,8 +104,8 @@ def test_checkpoints_name_no_attention_so_they_load_anywhere(attention, tmp_path
 
     load_tokenizer(smollm2_tokenizer).save_pretrained(tmp_path)
     code = f"""
-from rftkit.trainer.attention import worker_setup
-worker_setup()
+from rftkit.workers import setup
+setup()
 from transformers import AutoModelForCausalLM
 from verl.workers.config.model import HFModelConfig
 config = HFModelConfig(path={str(tmp_path)!r}, override_config={{"attn_implementation": {attention!r}}})
@@ -125,7 +125,6 @@ print("saved")
 
 
 def test_a_verl_that_no_longer_copies_the_overrides_stops_the_worker():
-    import types
     from dataclasses import dataclass
 
     @dataclass
@@ -133,5 +132,9 @@ def test_a_verl_that_no_longer_copies_the_overrides_stops_the_worker():
         def __post_init__(self):
             self.hf_config = None
 
-    with pytest.raises(RuntimeError, match="written against verl 0.8.0"):
-        packed_attention.keep_out_of_checkpoints(types.SimpleNamespace(HFModelConfig=HFModelConfig))
+    from conftest import as_module
+
+    from rftkit.patches.apply import PatchTargetMoved
+
+    with pytest.raises(PatchTargetMoved, match="'attention.out_of_checkpoints'.*verl 0.8.0"):
+        packed_attention.keep_out_of_checkpoints(as_module("verl.workers.config.model", HFModelConfig=HFModelConfig))

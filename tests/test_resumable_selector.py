@@ -135,10 +135,11 @@ def test_stale_copies_of_this_projects_plugins_are_removed_and_others_kept(tmp_p
 
 
 def test_the_patch_stops_when_trinity_no_longer_loads_plugins_so():
-    import types
+    from conftest import as_module
+    from rftkit.patches.apply import PatchTargetMoved
 
-    with pytest.raises(RuntimeError, match="load_plugins is gone.*Trinity-RFT 0.6.0"):
-        trinity_plugins.after_trinity_loads_plugins(types.SimpleNamespace())
+    with pytest.raises(PatchTargetMoved, match="'plugins.after_trinitys'.*load_plugins is missing.*trinity-rft 0.6.0"):
+        trinity_plugins.after_trinity_loads_plugins(as_module("trinity.utils.plugin_loader"))
 
 
 def test_the_selector_prints_what_choosing_costs_and_the_bots_report_reads_it(tmp_path, capsys):

@@ -188,7 +188,9 @@ def test_trinitys_own_write_leaves_an_unreadable_state_on_failure(tmp_path):
     """Why the patch exists: Trinity-RFT 0.6.0 streams the JSON into the file it replaces."""
     from trinity.manager.state_manager import StateManager
 
-    assert StateManager.save_explorer.__module__ == StateManager.__module__, "unpatched here"
+    from rftkit.patches.apply import applied
+
+    assert applied(StateManager.save_explorer) == [], "unpatched here"
     manager = StateManager(path=str(tmp_path), explorer_name="explorer")
     manager.save_explorer(3, [{"current_index": 12}])
     with pytest.raises(TypeError):

@@ -11,21 +11,28 @@ import time
 
 import pytest
 
+from conftest import REPO, as_module
 from rftkit import startup
+from rftkit.patches import PATCHES
+from rftkit.patches.apply import PatchTargetMoved, applied
 
-from conftest import REPO
+
+def copies_of(module: str):
+    """A stand-in for Trinity's `module` holding a copy (a subclass) of each class whose methods end phases."""
+    real = importlib.import_module(module)
+    names = {cls for name, cls, _, _ in startup.STARTUP_PHASES if name == module}
+    return as_module(module, **{name: type(name, (getattr(real, name),), {}) for name in names})
 
 
-@pytest.mark.parametrize("module,cls,method,phase", startup.WORKER_PHASES)
-def test_every_phase_wraps_a_coroutine_trinity_still_has(module, cls, method, phase, monkeypatch):
-    owner = getattr(importlib.import_module(module), cls)
-    monkeypatch.setattr(owner, method, getattr(owner, method))  # restored after the test
-    startup.marks_end(owner, method, phase)
-    wrapped = getattr(owner, method)
-    assert wrapped._rftkit_phase == phase and wrapped.__name__ == method
+@pytest.mark.parametrize("module,cls,method,phase", startup.STARTUP_PHASES)
+def test_every_phase_wraps_a_coroutine_trinity_still_has(module, cls, method, phase):
+    copies = copies_of(module)
+    startup.marks_ends(copies)
+    wrapped = getattr(copies, cls).__dict__[method]
+    assert applied(wrapped) == ["startup.timeline"] and wrapped.__name__ == method
     assert asyncio.iscoroutinefunction(wrapped)  # Ray still runs it as an async actor method
-    startup.marks_end(owner, method, phase)
-    assert getattr(owner, method) is wrapped, "a second patch must not wrap the wrapper"
+    startup.marks_ends(copies)
+    assert getattr(copies, cls).__dict__[method] is wrapped, "a second patch must not wrap the wrapper"
 
 
 def test_a_phase_ends_when_its_method_returns_and_is_marked_once(tmp_path, monkeypatch):
@@ -40,7 +47,7 @@ def test_a_phase_ends_when_its_method_returns_and_is_marked_once(tmp_path, monke
                 raise RuntimeError("no GPU")
             return "ready"
 
-    startup.marks_end(Engine, "prepare", "engine ready")
+    Engine.prepare = startup.marking(Engine.prepare, "engine ready")
     with pytest.raises(RuntimeError):
         asyncio.run(Engine().prepare(fail=True))
     assert not timeline.exists(), "a method that raised ended no phase"
@@ -51,14 +58,18 @@ def test_a_phase_ends_when_its_method_returns_and_is_marked_once(tmp_path, monke
     assert entry["phase"] == "engine ready" and entry["pid"] == os.getpid() and entry["at"] >= before
 
 
-@pytest.mark.parametrize("what", ["missing", "not a coroutine function"])
-def test_a_method_that_moved_fails_naming_the_version(what):
-    class Moved:
-        def prepare(self):
-            pass
+@pytest.mark.parametrize("what,moved", [
+    ("missing", "Scheduler.start is missing"),
+    ("not a coroutine function", "Scheduler.start no longer has `async def start`"),
+])
+def test_a_method_that_moved_fails_naming_the_version(what, moved):
+    class Scheduler:
+        if what != "missing":
+            def start(self):
+                pass
 
-    with pytest.raises(RuntimeError, match=f"{what}; the start-up timeline was written against Trinity-RFT 0.6.0"):
-        startup.marks_end(Moved, "start" if what == "missing" else "prepare", "runners ready")
+    with pytest.raises(PatchTargetMoved, match=f"'startup.timeline'.*{moved}.*trinity-rft 0.6.0"):
+        startup.marks_ends(as_module("trinity.explorer.scheduler", Scheduler=Scheduler))
 
 
 def test_the_launcher_prints_each_phase_another_process_marks_and_stops_at_the_last(tmp_path):
@@ -88,8 +99,6 @@ def test_the_launcher_prints_each_phase_another_process_marks_and_stops_at_the_l
 def test_without_a_timeline_nothing_is_marked_or_patched(tmp_path, monkeypatch):
     monkeypatch.delenv(startup.TIMELINE_ENV, raising=False)
     monkeypatch.chdir(tmp_path)
-    finders = [(f, list(getattr(f, "patches", []))) for f in sys.meta_path]
     startup.mark("explorer ready")
-    startup.worker_setup()
     assert list(tmp_path.iterdir()) == []
-    assert [(f, list(getattr(f, "patches", []))) for f in sys.meta_path] == finders, "no import was hooked"
+    assert not PATCHES["startup.timeline"].switch.on(), "the workers' methods are not wrapped"

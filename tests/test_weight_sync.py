@@ -7,9 +7,11 @@ import types
 
 import pytest
 
-from rftkit.trainer import weight_sync
-
 from conftest import REPO, trinity_config_stub
+from rftkit import patches
+from rftkit.patches import SYNCHRONIZER, TRINITY_FSDP
+from rftkit.patches.apply import PatchTargetMoved
+from rftkit.trainer import weight_sync
 
 GATHER = """
 import os, sys, torch, torch.distributed as dist
@@ -44,7 +46,7 @@ dist.destroy_process_group()
 
 @pytest.mark.parametrize("strategy", ["fsdp2", "fsdp"])
 def test_the_gather_hands_over_bf16_values_under_the_same_names(strategy):
-    env = {**os.environ, weight_sync.DTYPE_ENV: "bfloat16"}
+    env = {**os.environ, patches.WEIGHT_SYNC_DTYPE_ENV: "bfloat16"}
     result = subprocess.run([sys.executable, "-c", GATHER, strategy], cwd=REPO, capture_output=True, text=True,
                             timeout=300, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -52,7 +54,7 @@ def test_the_gather_hands_over_bf16_values_under_the_same_names(strategy):
 
 
 def fake_fsdp_engine(gather_call: str) -> types.ModuleType:
-    module = types.ModuleType("fsdp_engine")
+    module = types.ModuleType(TRINITY_FSDP)
     exec(f"def fsdp_upload_state_dict(engine, synchronizer, global_step, logger):\n"
          f"    state_dict = {gather_call}\n", module.__dict__)
     module.get_fsdp_full_state_dict = lambda model, offload_to_cpu=True, rank0_only=True: {}
@@ -61,27 +63,19 @@ def fake_fsdp_engine(gather_call: str) -> types.ModuleType:
 
 @pytest.mark.parametrize("value", [None, "float32", "auto", "0"])
 def test_nothing_changes_unless_the_engine_runs_in_16_bits(value, monkeypatch):
-    monkeypatch.delenv(weight_sync.DTYPE_ENV, raising=False)
+    monkeypatch.delenv(patches.WEIGHT_SYNC_DTYPE_ENV, raising=False)
     if value is not None:
-        monkeypatch.setenv(weight_sync.DTYPE_ENV, value)
-    module = fake_fsdp_engine(weight_sync.GATHER_CALL)
+        monkeypatch.setenv(patches.WEIGHT_SYNC_DTYPE_ENV, value)
+    module = fake_fsdp_engine("get_fsdp_full_state_dict(model, offload_to_cpu=True, rank0_only=True)")
     before = module.get_fsdp_full_state_dict
     weight_sync.use_engine_dtype(module)
     assert module.get_fsdp_full_state_dict is before
 
 
 def test_a_trinity_that_gathers_differently_stops_the_worker(monkeypatch):
-    monkeypatch.setenv(weight_sync.DTYPE_ENV, "bfloat16")
-    with pytest.raises(RuntimeError, match="written against Trinity-RFT 0.6.0"):
+    monkeypatch.setenv(patches.WEIGHT_SYNC_DTYPE_ENV, "bfloat16")
+    with pytest.raises(PatchTargetMoved, match="'weight_sync.engine_dtype'.*set RFTKIT_WEIGHT_SYNC_DTYPE=0"):
         weight_sync.use_engine_dtype(fake_fsdp_engine("gather_somehow_else(model)"))
-
-
-def test_the_real_trinity_upload_is_what_the_patch_expects():
-    import inspect
-
-    import trinity.trainer.verl.fsdp_engine as fsdp_engine
-
-    assert weight_sync.GATHER_CALL in inspect.getsource(fsdp_engine.fsdp_upload_state_dict)
 
 
 def test_a_colocated_launch_gives_every_worker_the_engine_dtype():
@@ -121,12 +115,12 @@ def test_the_launch_sends_the_engine_dtype_unless_told_0(asked, sent, monkeypatc
     exec(trinity_config_stub("dtype", "colocate"), namespace)
     runtime_envs = []
     monkeypatch.setattr(ray, "init", lambda **kwargs: runtime_envs.append(kwargs["runtime_env"]))
-    monkeypatch.setenv(weight_sync.DTYPE_ENV, "restored afterwards")
-    monkeypatch.delenv(weight_sync.DTYPE_ENV)
+    monkeypatch.setenv(patches.WEIGHT_SYNC_DTYPE_ENV, "restored afterwards")
+    monkeypatch.delenv(patches.WEIGHT_SYNC_DTYPE_ENV)
     if asked is not None:
-        monkeypatch.setenv(weight_sync.DTYPE_ENV, asked)
+        monkeypatch.setenv(patches.WEIGHT_SYNC_DTYPE_ENV, asked)
     cluster.connect_ray(namespace["Config"]())
-    assert runtime_envs[0]["env_vars"][weight_sync.DTYPE_ENV] == sent
+    assert runtime_envs[0]["env_vars"][patches.WEIGHT_SYNC_DTYPE_ENV] == sent
 
 
 @pytest.mark.parametrize("make", [
@@ -146,14 +140,16 @@ def test_a_tensor_survives_its_byte_view(make):
 VIEWS_IN_A_COLOCATED_RUN = """
 import ray, torch
 from rftkit import workers
+from rftkit.patches.apply import applied
 from rftkit.trainer import weight_sync
 workers.setup_colocated()  # what Ray's hook runs in every worker of a colocated run
 import trinity.manager.synchronizer as synchronizer
 import trinity.trainer.verl.fsdp_engine as fsdp_engine
-print("upload sends views:", getattr(fsdp_engine.fsdp_upload_state_dict, "sends_views", False))
-print("gather patched:", fsdp_engine.get_fsdp_full_state_dict.__module__ != "verl.utils.fsdp_utils")
-print("synchronizer sends views:", all(getattr(getattr(synchronizer.Synchronizer, name), "sends_views", False)
-                                       for name in weight_sync.SYNCHRONIZER_SENDS))
+print("upload sends views:", applied(fsdp_engine.fsdp_upload_state_dict) == ["weight_sync.upload_as_views"])
+print("gather patched:", applied(fsdp_engine.get_fsdp_full_state_dict) == ["weight_sync.engine_dtype"])
+print("synchronizer sends views:", all(applied(getattr(synchronizer.Synchronizer, name))
+                                       == ["weight_sync.synchronizer_views"]
+                                       for name in ("get_model_state_dict_iterator", "get_model_state_dict")))
 
 ray.init(num_cpus=1, include_dashboard=False, logging_level="ERROR")
 def mapped_twice(ref):  # the same memory on both gets: a view of the object store, not a copy
@@ -170,7 +166,7 @@ ray.shutdown()
 
 
 def test_a_colocated_run_sends_the_weights_and_only_them_as_views():
-    env = {**os.environ, weight_sync.DTYPE_ENV: "bfloat16"}
+    env = {**os.environ, patches.WEIGHT_SYNC_DTYPE_ENV: "bfloat16"}
     result = subprocess.run([sys.executable, "-c", VIEWS_IN_A_COLOCATED_RUN], cwd=REPO, capture_output=True,
                             text=True, timeout=300, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -180,9 +176,9 @@ def test_a_colocated_run_sends_the_weights_and_only_them_as_views():
 
 
 def test_a_trinity_that_sends_differently_stops_the_worker():
-    with pytest.raises(RuntimeError, match="written against Trinity-RFT 0.6.0"):
+    with pytest.raises(PatchTargetMoved, match="fsdp_upload_state_dict no longer has `synchronizer.set_model"):
         weight_sync.send_uploads_as_views(fake_fsdp_engine("get_fsdp_full_state_dict(model)"))
-    synchronizer = types.ModuleType("synchronizer")
+    synchronizer = types.ModuleType(SYNCHRONIZER)
     synchronizer.Synchronizer = type("Synchronizer", (), {"get_model_state_dict": lambda self: None})
-    with pytest.raises(RuntimeError, match="no get_model_state_dict_iterator"):
+    with pytest.raises(PatchTargetMoved, match="Synchronizer.get_model_state_dict_iterator is missing"):
         weight_sync.synchronizer_sends_views(synchronizer)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from rftkit import lora
 from rftkit.overrides import CHECKPOINTING_KEY, REF_DTYPE_KEY, STRATEGY_KEY
-from rftkit.trainer.layer_levers import CHECKPOINT_ENV, COMPILE_ENV
+from rftkit.patches import CHECKPOINT_EVERY_ENV, COMPILE_LAYERS_ENV
 from rftkit.trainer.liger import FUSED_BACKEND_KEY, FUSED_KEY, LIGER_KEY
 from runkit.examples import EXAMPLES
 
@@ -78,11 +78,11 @@ SETTINGS = {
     # asked for through the environment; it refuses liger's layers, which dynamo cannot trace when checkpointed)
     "fused-compile": dict(attn="varlen", old_setup=False, sync=False,
                           overrides={LIGER_KEY: False, **FUSED},
-                          env={COMPILE_ENV: "1"}),
+                          env={COMPILE_LAYERS_ENV: "1"}),
     # liger with gradient checkpointing on every other decoder layer only (rftkit.trainer.layer_levers): between
     # `liger` and `liger-no-ckpt`, in speed and in memory
     "liger-ckpt-half": dict(attn="varlen", old_setup=False, sync=False, overrides={LIGER_KEY: True},
-                            env={CHECKPOINT_ENV: "2"}),
+                            env={CHECKPOINT_EVERY_ENV: "2"}),
     # varlen training a LoRA adapter of the launcher's defaults (rftkit.lora) instead of the whole model; its sync
     # is the adapter written for the engine (rftkit.trainer.lora_saves), and a full checkpoint is saved and loaded
     "varlen-lora": dict(attn="varlen", old_setup=False, sync=True, overrides=lora.overrides(lora.DEFAULT_RANK, None,

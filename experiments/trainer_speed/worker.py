@@ -15,15 +15,14 @@ from runkit.serving import free_port
 
 def setup_worker_process(setting: str) -> None:
     """What Ray's worker setup hook does in a trainer process of a launch with this setting."""
-    from rftkit import workers
-    from rftkit.trainer import attention, weight_sync
-    from rftkit.trainer.import_patch import patch_on_import
+    from rftkit import patches, workers
+    from rftkit.patches.apply import install_one
 
     os.environ.update(SETTINGS[setting].get("env", {}))  # switches the hook reads (a launch's environment)
     if SETTINGS[setting]["old_setup"]:  # the hook as it was: verl's padding helpers only
-        patch_on_import("verl.utils.attention_utils", attention.use_torch_padding)
+        install_one("attention.torch_padding")
     else:
-        os.environ[weight_sync.DTYPE_ENV] = "bfloat16"  # as the launcher sets it for a colocated run
+        os.environ[patches.WEIGHT_SYNC_DTYPE_ENV] = "bfloat16"  # as the launcher sets it for a colocated run
         workers.setup_colocated()
 
 
@@ -97,6 +96,8 @@ def run_setting(example: str, setting: str, model: Path, work: Path, steps: int,
     ref = sum(s["reference log-probs (s)"] for s in timed) / steps
     update = sum(s["update (s)"] for s in timed) / steps
     import verl.utils.torch_functional as verl_functional
+
+    from rftkit.patches.apply import applied
     from verl.utils.fsdp_utils import fsdp_version
 
     result = {
@@ -116,8 +117,10 @@ def run_setting(example: str, setting: str, model: Path, work: Path, steps: int,
                                           or getattr(getattr(worker.ref.engine.module, "cpu_offload", None),
                                                      "offload_params", False),
         "FSDP version": fsdp_version(worker.actor.engine.module),
-        "verl's log-prob fallback": f"{verl_functional.logprobs_from_logits_v2.__module__}."
-                                    f"{verl_functional.logprobs_from_logits_v2.__name__}",
+        "verl's log-prob fallback": "rftkit.trainer.logprobs.token_log_probs"
+                                    if "logprobs.in_blocks" in applied(verl_functional.logprobs_from_logits_v2)
+                                    else f"{verl_functional.logprobs_from_logits_v2.__module__}."
+                                         f"{verl_functional.logprobs_from_logits_v2.__name__}",
         "model build and load (s)": init_seconds, "warm-up step": warm_up, "timed steps": timed,
         "reference log-probs (s)": ref, "update (s)": update, "trainer step (s)": ref + update,
         "trainer tokens/s": tokens / (ref + update),
@@ -138,11 +141,10 @@ def run_setting(example: str, setting: str, model: Path, work: Path, steps: int,
         return result
     # One colocated weight sync, as Trinity's memory sync makes it; the Synchronizer's process set up as
     # the launcher's hook sets up every worker of a colocated run.
-    from rftkit import workers
-    from rftkit.trainer import weight_sync
+    from rftkit import patches, workers
 
     setup = {} if SETTINGS[setting]["old_setup"] else {
-        "env_vars": {weight_sync.DTYPE_ENV: "bfloat16"},
+        "env_vars": {patches.WEIGHT_SYNC_DTYPE_ENV: "bfloat16"},
         "worker_process_setup_hook": f"{workers.setup_colocated.__module__}.{workers.setup_colocated.__name__}"}
     # address="local": a Ray of its own, even beside a launch's cluster (a name clash with its Synchronizer)
     ray.init(address="local", namespace=config.ray_namespace, include_dashboard=False, logging_level="ERROR",

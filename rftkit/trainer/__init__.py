@@ -1,5 +1,6 @@
 """The trainer without flash-attn, on one GPU, and started sooner: patches to verl and Trinity-RFT
-applied inside a run's Ray workers (rftkit.workers chooses which, as Ray's worker setup hook).
+applied inside a run's Ray workers (declared in rftkit.patches, installed by rftkit.workers, Ray's worker
+setup hook).
 
 attention.py         which attention the trainer loads the model with, and its worker setup
 liger.py             liger-kernel's fused layers in the trainer, where installed (`--liger`)
@@ -13,9 +14,8 @@ concurrent_start.py  the trainer's workers built while the engine starts (a swit
 early_runners.py     the workflow runners started while the engine starts (a switch)
 lean_engine.py       a one-GPU rollout engine in two processes instead of four (a switch)
 layer_levers.py      the decoder layers compiled, or checkpointed sparsely (switches the trainer benchmark measures)
-import_patch.py      a patch applied when its module is imported, and the source check each makes
 
-They import only each other: a worker loads no launcher code.
+They import only each other and rftkit.patches: a worker loads no launcher code.
 """
 
 # The attention implementation packed_attention registers with transformers, and attention chooses by

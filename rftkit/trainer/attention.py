@@ -11,11 +11,10 @@ it imports. flash-attn has no wheel for vLLM 0.23's torch 2.11 + CUDA 13. The la
 * `auto`, the default: the first of these that this machine can run. An attention set in the YAML
   is kept unless `--attn` is given.
 
-`worker_setup` (Ray's worker setup hook) registers `varlen` with transformers, keeps the
-attention out of checkpoints' config.json so that they load anywhere, and where flash-attn is
-absent points verl at its pure-torch padding helpers and at `logprobs`, each when the module it
-changes is imported. No module is installed under the name `flash_attn`: vLLM would take a
-stand-in for the real package and fail.
+`worker_setup` (Ray's worker setup hook) registers `varlen` with transformers; the patches declared in
+rftkit.patches keep the attention out of checkpoints' config.json so that they load anywhere, and where
+flash-attn is absent point verl at its pure-torch padding helpers (`use_torch_padding`) and at `logprobs`.
+No module is installed under the name `flash_attn`: vLLM would take a stand-in for the real package and fail.
 """
 
 from __future__ import annotations
@@ -24,7 +23,7 @@ import importlib.util
 from pathlib import Path
 
 from rftkit.trainer import VARLEN_ATTENTION, configured
-from rftkit.trainer.import_patch import patch_on_import
+from rftkit.patches.apply import patch_on_import
 
 # packed_attention and logprobs import torch, so this module imports them only in the workers that
 # run them: choosing the attention, a dry run and --help stay light.
@@ -117,40 +116,28 @@ def not_loadable(config: dict, config_name: str) -> str | None:
 
 
 def use_torch_padding(attention_utils) -> None:
-    """Make verl's padding entry points use its pure-torch helpers instead of flash_attn's."""
-    from verl.utils import npu_flash_attn_utils as torch_padding
+    """Make verl's padding entry points use its pure-torch helpers instead of flash_attn's (rftkit.patches)."""
+    from rftkit.patches.apply import replace
 
-    helpers = (torch_padding.index_first_axis, torch_padding.pad_input,
-               torch_padding.rearrange, torch_padding.unpad_input)
-    attention_utils._get_attention_functions = lambda: helpers
+    def torch_helpers(original):
+        def _get_attention_functions():
+            from verl.utils import npu_flash_attn_utils as torch_padding
+
+            return (torch_padding.index_first_axis, torch_padding.pad_input,
+                    torch_padding.rearrange, torch_padding.unpad_input)
+        return _get_attention_functions
+
+    replace("attention.torch_padding", attention_utils, "_get_attention_functions", torch_helpers)
 
 
 def worker_setup() -> None:
-    """Ray's `worker_process_setup_hook`: the `varlen` attention known to transformers, and verl's
-    padding and log-probs without flash-attn, where it is absent.
-
-    Applied when each module is imported, not now: only trainer workers import verl, and the patches' own
-    modules (which import torch) are imported then too."""
+    """Ray's `worker_process_setup_hook`: the `varlen` attention known to transformers, through its registry, once
+    transformers is imported (only trainer workers use it). The patches that keep it out of checkpoints and run verl
+    without flash-attn are rftkit.patches' ("attention.*", "logprobs.in_blocks")."""
     patch_on_import("transformers.modeling_utils", _register_varlen)
-    patch_on_import("verl.workers.config.model", _keep_out_of_checkpoints)
-    if importlib.util.find_spec("flash_attn") is None:
-        patch_on_import("verl.utils.attention_utils", use_torch_padding)
-        patch_on_import("verl.utils.torch_functional", _block_logprobs_in_verl)
 
 
 def _register_varlen(modeling_utils) -> None:
     from rftkit.trainer import packed_attention
 
     packed_attention.register(modeling_utils)
-
-
-def _keep_out_of_checkpoints(model_config_module) -> None:
-    from rftkit.trainer import packed_attention
-
-    packed_attention.keep_out_of_checkpoints(model_config_module)
-
-
-def _block_logprobs_in_verl(torch_functional) -> None:
-    from rftkit.trainer import logprobs
-
-    logprobs.use_in_verl(torch_functional)

@@ -7,18 +7,17 @@ the weights reach it through Ray's object store after each step (sync method `me
 
 In Trinity-RFT 0.6.0 the engine allocator asks Ray for a whole GPU for the engine while the
 trainer's worker holds the only one, so the run waits forever before its first step (Trinity-RFT
-issue #602, fixed after 0.6.0). `worker_setup`, applied in every worker of a colocated run, makes
-the engines the allocator creates reserve CPUs only, as before 0.6, and changes nothing else.
+issue #602, fixed after 0.6.0). `engines_reserve_no_gpu` (patch `colocate.engine_without_gpu`), in
+every worker of a colocated run, makes the engines the allocator creates reserve CPUs only, as before
+0.6, and changes nothing else.
 """
 
 from __future__ import annotations
 
 from types import ModuleType
 
-from rftkit.trainer import weight_sync
-from rftkit.trainer.import_patch import patch_on_import
+from rftkit.patches.apply import replace
 
-ALLOCATOR = "trinity.common.models.allocator"
 # Trinity's own cap on the colocated engine's share of GPU memory (its config validator
 # lowers anything above it); the trainer has the rest.
 ENGINE_MEMORY_SHARE = 0.25
@@ -46,24 +45,13 @@ class _ActorsWithoutGpu:
 
 def engines_reserve_no_gpu(allocator: ModuleType) -> None:
     """Make Trinity's allocator module create engines, and their placement-group bundles, without a Ray GPU."""
-    if isinstance(allocator.ray, _ActorsWithoutGpu):
-        return
-    allocate_bundles = allocator.Allocator.allocate_bundles
+    def without_gpu(allocate_bundles):
+        def bundles_without_gpu(self):
+            result = allocate_bundles(self)
+            for bundle in result.bundles:
+                bundle.pop("GPU", None)
+            return result
+        return bundles_without_gpu
 
-    def bundles_without_gpu(self):
-        result = allocate_bundles(self)
-        for bundle in result.bundles:
-            bundle.pop("GPU", None)
-        return result
-
-    allocator.Allocator.allocate_bundles = bundles_without_gpu
-    allocator.ray = _ActorsWithoutGpu(allocator.ray)
-
-
-def worker_setup() -> None:
-    """In every worker of a colocated run (`rftkit.workers.setup_colocated`): engines without a Ray
-    GPU, and the weights handed to the engine in its own dtype, as byte views (rftkit.trainer.weight_sync)."""
-    patch_on_import(ALLOCATOR, engines_reserve_no_gpu)
-    patch_on_import(weight_sync.FSDP_ENGINE, weight_sync.use_engine_dtype)
-    patch_on_import(weight_sync.FSDP_ENGINE, weight_sync.send_uploads_as_views)
-    patch_on_import(weight_sync.SYNCHRONIZER, weight_sync.synchronizer_sends_views)
+    replace("colocate.engine_without_gpu", allocator, "Allocator.allocate_bundles", without_gpu)
+    replace("colocate.engine_without_gpu", allocator, "ray", _ActorsWithoutGpu)

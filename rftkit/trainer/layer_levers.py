@@ -22,26 +22,20 @@ from __future__ import annotations
 import os
 from types import ModuleType
 
-from rftkit.trainer.import_patch import patch_on_import, source_has
-
-COMPILE_ENV, CHECKPOINT_ENV = "RFTKIT_COMPILE_LAYERS", "RFTKIT_CHECKPOINT_EVERY"
-FSDP_IMPL = "verl.workers.engine.fsdp.transformer_impl"  # written against verl 0.8.0
-# What the patch relies on in FSDPEngine._build_model_optimizer: the model, loaded (checkpointing on), goes
-# through _build_fsdp_module, which shards it.
-BUILDS_THEN_SHARDS = ("module = self._build_module()", "module = self._build_fsdp_module(module)")
-
+from rftkit.patches import CHECKPOINT_EVERY_ENV, COMPILE_LAYERS_ENV
+from rftkit.patches.apply import replace
 
 def compile_backend() -> str | None:
     """The torch.compile backend the environment asks for, or None (off)."""
-    value = os.environ.get(COMPILE_ENV, "")
+    value = os.environ.get(COMPILE_LAYERS_ENV, "")
     return None if value in ("", "0") else "inductor" if value == "1" else value
 
 
 def checkpoint_every() -> int:
     """Every how many decoder layers one is checkpointed (1: all, transformers' and Trinity's way)."""
-    value = os.environ.get(CHECKPOINT_ENV, "1")
+    value = os.environ.get(CHECKPOINT_EVERY_ENV, "1")
     if not value.isdigit() or int(value) < 1:
-        raise ValueError(f"{CHECKPOINT_ENV}={value!r}: expected a whole number of layers, 1 or more")
+        raise ValueError(f"{CHECKPOINT_EVERY_ENV}={value!r}: expected a whole number of layers, 1 or more")
     return int(value)
 
 
@@ -51,41 +45,33 @@ def decoder_layers(model) -> list:
     return [module for module in model.modules() if type(module).__name__ in names]
 
 
+def from_environment(module: ModuleType) -> None:
+    """The levers the environment asks for (rftkit.patches switches this patch on only where it asks for one)."""
+    before_sharding(module, compile_backend(), checkpoint_every())
+
+
 def before_sharding(module: ModuleType, backend: str | None, every: int) -> None:
     """Patch verl 0.8.0's FSDPEngine: checkpoint every `every`-th layer only, and compile the layers with
     `backend` (None: not), in each model just before it is sharded."""
-    engine = module.FSDPEngine
-    build = engine._build_fsdp_module
-    if getattr(build, "layer_levers", False):
-        return
-    if not all(source_has(engine._build_model_optimizer, line) for line in BUILDS_THEN_SHARDS):
-        raise RuntimeError(f"rftkit.trainer.layer_levers: {FSDP_IMPL}.FSDPEngine._build_model_optimizer no "
-                           f"longer loads the model and then shards it as verl 0.8.0 did; this patch must be "
-                           f"checked against it (or unset {COMPILE_ENV} and {CHECKPOINT_ENV})")
 
-    def _build_fsdp_module(self, fsdp_module):
-        layers = decoder_layers(fsdp_module)
-        if not layers:
-            raise RuntimeError(f"rftkit.trainer.layer_levers: {type(fsdp_module).__name__} names no decoder layers "
-                               f"in _no_split_modules")
-        if every > 1 and getattr(fsdp_module, "is_activation_checkpointing", False):
-            fsdp_module.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False},
-                                                        every_n_layers=every)  # as Trinity's loader, but sparser
-        if backend is not None:
-            if self.model_config.use_liger and fsdp_module.is_activation_checkpointing:
-                raise RuntimeError(f"rftkit.trainer.layer_levers: {COMPILE_ENV} with liger-kernel's layers and "
-                                   f"gradient checkpointing: dynamo cannot trace liger's autograd functions inside "
-                                   f"a checkpoint; turn off use_liger, the checkpointing or {COMPILE_ENV}")
-            for layer in layers:
-                layer.compile(backend=backend, dynamic=True)
-        return build(self, fsdp_module)
+    def with_levers(build):
+        def _build_fsdp_module(self, fsdp_module):
+            layers = decoder_layers(fsdp_module)
+            if not layers:
+                raise RuntimeError(f"rftkit.trainer.layer_levers: {type(fsdp_module).__name__} names no decoder "
+                                   f"layers in _no_split_modules")
+            if every > 1 and getattr(fsdp_module, "is_activation_checkpointing", False):
+                fsdp_module.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False},
+                                                            every_n_layers=every)  # as Trinity's loader, but sparser
+            if backend is not None:
+                if self.model_config.use_liger and fsdp_module.is_activation_checkpointing:
+                    raise RuntimeError(f"rftkit.trainer.layer_levers: {COMPILE_LAYERS_ENV} with liger-kernel's "
+                                       f"layers and gradient checkpointing: dynamo cannot trace liger's autograd "
+                                       f"functions inside a checkpoint; turn off use_liger, the checkpointing or "
+                                       f"{COMPILE_LAYERS_ENV}")
+                for layer in layers:
+                    layer.compile(backend=backend, dynamic=True)
+            return build(self, fsdp_module)
+        return _build_fsdp_module
 
-    _build_fsdp_module.layer_levers = True
-    engine._build_fsdp_module = _build_fsdp_module
-
-
-def worker_setup() -> None:
-    """In a Ray worker whose environment asks for a lever: patch verl's FSDP engine once it is imported."""
-    backend, every = compile_backend(), checkpoint_every()
-    if backend is not None or every > 1:
-        patch_on_import(FSDP_IMPL, lambda module: before_sharding(module, backend, every))
+    replace("layer_levers", module, "FSDPEngine._build_fsdp_module", with_levers)

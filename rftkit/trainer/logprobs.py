@@ -18,9 +18,7 @@ from types import ModuleType
 
 import torch
 
-from rftkit.trainer.import_patch import source_has
 
-VERL_VERSION = "0.8.0"  # the verl this patch was written against
 # One block of fp32 logits is at most this many elements (1 GiB): 1,766 rows of Qwen's 151,936 tokens.
 BLOCK_ELEMENTS = 2 ** 28
 
@@ -64,25 +62,13 @@ def use_in_verl(torch_functional: ModuleType) -> None:
 
     That function picks flash-attn's kernel, else NPU's, else `logprobs_from_logits_v2`, which it
     looks up by name when called: replacing that name changes every caller, including modules that
-    imported `logprobs_from_logits` itself. If verl no longer works that way, stop the worker
-    rather than train on the slow path without saying so.
+    imported `logprobs_from_logits` itself (rftkit.patches checks that it still calls it so).
     """
-    fallback = getattr(torch_functional, "logprobs_from_logits_v2", None)
-    calls_fallback = source_has(getattr(torch_functional, "logprobs_from_logits", None),
-                                "logprobs_from_logits_v2(logits, labels)")
-    if fallback is None or not calls_fallback:
-        raise RuntimeError(
-            f"rftkit.trainer.logprobs was written against verl {VERL_VERSION}, whose "
-            f"verl.utils.torch_functional.logprobs_from_logits falls back to logprobs_from_logits_v2(logits, labels); "
-            f"this verl ({_version()}) does not, so the patch cannot apply: update rftkit/trainer/logprobs.py")
-    if fallback is not token_log_probs:
-        torch_functional.logprobs_from_logits_v2 = token_log_probs
+    from rftkit.patches.apply import replace
 
+    def in_blocks(original):
+        def logprobs_from_logits_v2(logits, labels):
+            return token_log_probs(logits, labels)
+        return logprobs_from_logits_v2
 
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("verl")
-    except PackageNotFoundError:
-        return "not installed"
+    replace("logprobs.in_blocks", torch_functional, "logprobs_from_logits_v2", in_blocks)

@@ -29,22 +29,13 @@ without a tensor stops the run.
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 from types import ModuleType
 
-from rftkit.trainer.import_patch import patch_on_import, source_has
+from rftkit.patches.apply import replace
 
-WORKERS = "trinity.trainer.verl.workers"  # written against Trinity-RFT 0.6.0
-TRINITY_VERSION = "0.6.0"
 ADAPTER_FOLDER = "lora_adapter"  # where Trinity's `_save_lora` writes, and its vLLM engine reads
 ADAPTER_FILE = "adapter_model.safetensors"
-SAVES_ADAPTER = "lora_save_path = os.path.join(local_path, \"lora_adapter\")"  # in `_save_lora`
-STREAMS_MODEL = "per_tensor_param, _ = self.actor.engine.get_per_tensor_param()"  # in `save_state_dict`
-CHECKPOINTS = "verl.utils.checkpoint.fsdp_checkpoint_manager"  # written against verl 0.8.0
-VERL_VERSION = "0.8.0"
-SAVES_SHARD = "model_state_dict = self.model.state_dict()"  # in `FSDPCheckpointManager.save_checkpoint`
-LOADS_SHARD = "self.model.load_state_dict(model_state_dict)"  # in `FSDPCheckpointManager.load_checkpoint`
 
 
 def unwrapped(module):
@@ -95,29 +86,17 @@ def adapter_state_only(model):
 
 def small_checkpoints(checkpoints: ModuleType) -> None:
     """Patch verl's `FSDPCheckpointManager`: a PEFT model's model shard is saved and loaded as its adapter alone
-    (`adapter_state_only`); other models' as before. Stops the worker if verl's methods moved."""
-    manager = checkpoints.FSDPCheckpointManager
-    save, load = manager.save_checkpoint, manager.load_checkpoint
-    if getattr(save, "adapter_only", False):
-        return
-    if not (source_has(save, SAVES_SHARD) and source_has(load, LOADS_SHARD)):
-        raise RuntimeError(f"rftkit.trainer.lora_saves was written against verl {VERL_VERSION}, whose "
-                           f"FSDPCheckpointManager saves the model shard with `{SAVES_SHARD}` and loads it with "
-                           f"`{LOADS_SHARD}`; this verl does not, so LoRA checkpoints cannot be kept small: check "
-                           f"rftkit/trainer/lora_saves.py against it")
-
-    def wrapped(method):
-        @functools.wraps(method)
+    (`adapter_state_only`); other models' as before."""
+    def adapter_state(method):
         def with_adapter_state(self, *args, **kwargs):
             if self.model is None or not is_peft(self.model):
                 return method(self, *args, **kwargs)
             with adapter_state_only(self.model):
                 return method(self, *args, **kwargs)
-
-        with_adapter_state.adapter_only = True
         return with_adapter_state
 
-    manager.save_checkpoint, manager.load_checkpoint = wrapped(save), wrapped(load)
+    replace("lora.small_checkpoints", checkpoints, "FSDPCheckpointManager.save_checkpoint", adapter_state)
+    replace("lora.small_checkpoints", checkpoints, "FSDPCheckpointManager.load_checkpoint", adapter_state)
 
 
 def adapter_weights(module) -> dict:
@@ -162,37 +141,24 @@ def whole_adapter(worker, local_path: str) -> None:
 
 def adapter_only(workers: ModuleType) -> None:
     """Patch `TrinityActorRolloutRefWorker`: `_save_lora` is `whole_adapter`, and `save_state_dict` of a worker that
-    trains an adapter saves the adapter alone; any other saves the model, as before. Stops the worker if
-    Trinity's methods moved."""
-    worker_class = workers.TrinityActorRolloutRefWorker
-    save_state_dict = worker_class.save_state_dict
-    if getattr(save_state_dict, "adapter_only", False):
-        return
-    if not (source_has(save_state_dict, STREAMS_MODEL) and source_has(getattr(worker_class, "_save_lora", None),
-                                                                       SAVES_ADAPTER)):
-        raise RuntimeError(f"rftkit.trainer.lora_saves was written against Trinity-RFT {TRINITY_VERSION}, whose "
-                           f"worker saves a sync's weights in save_state_dict and the adapter in _save_lora at "
-                           f"<path>/{ADAPTER_FOLDER}; this Trinity does not, so a LoRA run's sync cannot be made "
-                           f"adapter-only: check rftkit/trainer/lora_saves.py against it")
+    trains an adapter saves the adapter alone; any other saves the model, as before."""
+    def adapter_when_trained(save_state_dict):
+        def save_adapter_state_dict(self, local_path, global_step=0):
+            if not trains_adapter(self):
+                return save_state_dict(self, local_path, global_step)
+            import torch
 
-    @functools.wraps(save_state_dict)  # keeps verl's dispatch mark, which the worker group binds by
-    def save_adapter_state_dict(self, local_path, global_step=0):
-        if not trains_adapter(self):
-            return save_state_dict(self, local_path, global_step)
-        import torch
+            if torch.distributed.get_rank() == 0:  # the monitor counts the save, as it does the model's
+                self._get_coordinator().save_sync(lambda: whole_adapter(self, local_path), global_step,
+                                                  is_state_dict=True)
+            else:
+                whole_adapter(self, local_path)
+        return save_adapter_state_dict  # wrapped by `replace`: it keeps verl's dispatch mark, which workers bind by
 
-        if torch.distributed.get_rank() == 0:  # the monitor counts the save, as it does the model's
-            self._get_coordinator().save_sync(lambda: whole_adapter(self, local_path), global_step, is_state_dict=True)
-        else:
+    def whole(original):
+        def _save_lora(self, local_path: str) -> None:
             whole_adapter(self, local_path)
+        return _save_lora
 
-    save_adapter_state_dict.adapter_only = True
-    worker_class.save_state_dict = save_adapter_state_dict
-    worker_class._save_lora = whole_adapter
-
-
-def worker_setup() -> None:
-    """In a Ray worker: patch Trinity's trainer worker and verl's checkpoints once they are imported (the patches
-    change nothing without an adapter)."""
-    patch_on_import(WORKERS, adapter_only)
-    patch_on_import(CHECKPOINTS, small_checkpoints)
+    replace("lora.adapter_syncs", workers, "TrinityActorRolloutRefWorker.save_state_dict", adapter_when_trained)
+    replace("lora.adapter_syncs", workers, "TrinityActorRolloutRefWorker._save_lora", whole)

@@ -27,10 +27,8 @@ import torch.nn.functional as F
 from torch.utils.weak import WeakIdKeyDictionary
 
 from rftkit.trainer import VARLEN_ATTENTION
-from rftkit.trainer.import_patch import source_has
 
 NAME = VARLEN_ATTENTION  # registered with transformers under this name
-VERL_VERSION = "0.8.0"  # the verl `keep_out_of_checkpoints` was written against
 
 _ends = WeakIdKeyDictionary()  # cu_seqlens tensor -> (its last boundary, its longest sequence)
 
@@ -159,22 +157,16 @@ def keep_out_of_checkpoints(model_config_module) -> None:
     attention (transformers reads `_attn_implementation`); the copy goes, so a checkpoint loads
     anywhere with transformers' default attention.
     """
-    model_config = getattr(model_config_module, "HFModelConfig", None)
-    post_init = getattr(model_config, "__post_init__", None)
-    if getattr(post_init, "keeps_attention_out", False):
-        return
-    if not source_has(post_init, "update_model_config(self.hf_config"):
-        raise RuntimeError(f"rftkit.trainer.packed_attention was written against verl {VERL_VERSION}, whose "
-                           f"HFModelConfig copies override_config onto hf_config in __post_init__; this verl does "
-                           f"not: update keep_out_of_checkpoints")
+    from rftkit.patches.apply import replace
 
-    def __post_init__(self):
-        post_init(self)
-        if "attn_implementation" in vars(self.hf_config):
-            del self.hf_config.attn_implementation
+    def attention_kept_out(post_init):
+        def __post_init__(self):
+            post_init(self)
+            if "attn_implementation" in vars(self.hf_config):
+                del self.hf_config.attn_implementation
+        return __post_init__
 
-    __post_init__.keeps_attention_out = True
-    model_config.__post_init__ = __post_init__
+    replace("attention.out_of_checkpoints", model_config_module, "HFModelConfig.__post_init__", attention_kept_out)
 
 
 def register(modeling_utils=None) -> None:

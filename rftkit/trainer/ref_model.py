@@ -15,38 +15,23 @@ from __future__ import annotations
 import dataclasses
 from types import ModuleType
 
-from rftkit.trainer.import_patch import patch_on_import, source_has
-
-FSDP_IMPL = "verl.workers.engine.fsdp.transformer_impl"  # written against verl 0.8.0
-FORCED = "if self.engine_config.offload_policy or self.engine_config.forward_only:"
+from rftkit.patches.apply import replace
 
 
 def keep_on_gpu(module: ModuleType) -> None:
     """Patch verl 0.8.0's FSDPEngine: a forward-only model without parameter offload stays on the GPU."""
-    engine = module.FSDPEngine
-    build = engine._build_fsdp_module
-    if getattr(build, "keeps_reference_on_gpu", False):
-        return
-    if not source_has(build, FORCED):
-        raise RuntimeError(f"rftkit.trainer.ref_model: {FSDP_IMPL}.FSDPEngine._build_fsdp_module no longer offloads a "
-                           "forward-only model as verl 0.8.0 did; this patch must be checked against it")
+    def without_forced_offload(build):
+        def _build_fsdp_module(self, fsdp_module):
+            config = self.engine_config
+            if not (config.forward_only and config.strategy in ("fsdp", "fsdp2") and not config.param_offload):
+                return build(self, fsdp_module)
+            # The forward-only flag decides only the offload here; the engine keeps it everywhere else
+            # (no optimizer, no moving of the weights between steps).
+            self.engine_config = dataclasses.replace(config, forward_only=False)
+            try:
+                return build(self, fsdp_module)
+            finally:
+                self.engine_config = config
+        return _build_fsdp_module
 
-    def _build_fsdp_module(self, fsdp_module):
-        config = self.engine_config
-        if not (config.forward_only and config.strategy in ("fsdp", "fsdp2") and not config.param_offload):
-            return build(self, fsdp_module)
-        # The forward-only flag decides only the offload here; the engine keeps it everywhere else
-        # (no optimizer, no moving of the weights between steps).
-        self.engine_config = dataclasses.replace(config, forward_only=False)
-        try:
-            return build(self, fsdp_module)
-        finally:
-            self.engine_config = config
-
-    _build_fsdp_module.keeps_reference_on_gpu = True
-    engine._build_fsdp_module = _build_fsdp_module
-
-
-def worker_setup() -> None:
-    """In a Ray worker: patch verl's FSDP engine once it is imported."""
-    patch_on_import(FSDP_IMPL, keep_on_gpu)
+    replace("ref_model.on_gpu", module, "FSDPEngine._build_fsdp_module", without_forced_offload)

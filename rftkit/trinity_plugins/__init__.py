@@ -5,7 +5,7 @@ way in, a folder in TRINITY_PLUGIN_DIRS, copies each plugin file into the instal
 `trinity/plugins/` folder, where a stale copy outlives the run and is loaded by every later
 `trinity run`. Instead, these modules are imported by name: in the launching process by
 `load()`, and in each Ray worker right after Trinity's `load_plugins()`, the call with which
-Trinity-RFT 0.6.0's actors load plugins (`worker_setup`, from `rftkit.workers`). A module
+Trinity-RFT 0.6.0's actors load plugins (`after_trinity_loads_plugins`, rftkit.patches). A module
 imported by name is found again by name when one of its objects is unpickled in another process.
 
 RFTKIT_PLUGINS adds modules, comma-separated (the GPU smoke's fault plugin:
@@ -14,14 +14,12 @@ RFTKIT_PLUGINS adds modules, comma-separated (the GPU smoke's fault plugin:
 
 from __future__ import annotations
 
-import functools
 import importlib
 import os
 from types import ModuleType
 
 MODULES = ("rftkit.trinity_plugins.resumable_bots",)
 EXTRA_ENV = "RFTKIT_PLUGINS"
-PLUGIN_LOADER = "trinity.utils.plugin_loader"  # written against Trinity-RFT 0.6.0
 # What earlier versions of this project let Trinity copy into trinity/plugins/, and a line each copy holds.
 STALE_COPIES = {"resumable_bots.py": "`difficulty_based_resumable`: Trinity's BOTS selector",
                 "smoke_faults.py": "Faults on purpose, for `python -m tests.gpu.smoke --fault`"}
@@ -58,27 +56,16 @@ def remove_stale_copies(loader: ModuleType) -> list[str]:
 
 
 def after_trinity_loads_plugins(loader: ModuleType) -> None:
-    """Patch Trinity-RFT 0.6.0's `load_plugins()`: then import this project's plugin modules."""
-    original = getattr(loader, "load_plugins", None)
-    if getattr(original, "loads_project_plugins", False):
-        return
-    if not callable(original):
-        raise RuntimeError(f"rftkit.trinity_plugins: {PLUGIN_LOADER}.load_plugins is gone; Trinity-RFT 0.6.0's "
-                           "actors called it to load plugins, and this patch must be checked against it")
+    """Patch Trinity-RFT 0.6.0's `load_plugins()`: then import this project's plugin modules. Installed in every
+    worker of a run (rftkit.patches) before Trinity's actor modules import `load_plugins` by name, so that they
+    get this one."""
+    from rftkit.patches.apply import replace
 
-    @functools.wraps(original)
-    def load_plugins(*args, **kwargs):
-        result = original(*args, **kwargs)
-        load()
-        return result
+    def loads_ours_too(original):
+        def load_plugins(*args, **kwargs):
+            result = original(*args, **kwargs)
+            load()
+            return result
+        return load_plugins
 
-    load_plugins.loads_project_plugins = True
-    loader.load_plugins = load_plugins
-
-
-def worker_setup() -> None:
-    """In every worker of a run: the project's plugins wherever Trinity loads plugins (see the module's docstring).
-    Applied before Trinity's actor modules import `load_plugins` by name, so that they get this one."""
-    from rftkit.trainer.import_patch import patch_on_import
-
-    patch_on_import(PLUGIN_LOADER, after_trinity_loads_plugins)
+    replace("plugins.after_trinitys", loader, "load_plugins", loads_ours_too)
