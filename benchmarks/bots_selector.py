@@ -106,13 +106,13 @@ def build_config(name: str, data: Path, scratch: Path, steps: int, features: lis
     from rftkit.trinity_config import build_trinity_config
 
     raw = load_yaml(MATH.config_path(SELECTORS[name]))
-    config = resolve_config(raw, {
+    config = cluster.with_plan(resolve_config(raw, {
         "buffer.explorer_input.taskset.path": str(data),
         "buffer.explorer_input.eval_tasksets.0.path": str(data),
         "buffer.explorer_input.eval_tasksets.0.split": "train",
         "buffer.total_steps": steps,
         **({"buffer.explorer_input.taskset.data_selector.feature_keys": features} if name == "bots" else {}),
-        "checkpoint_root_dir": str(scratch / name)}, cluster.plan_cluster(1, 2, 1, None))
+        "checkpoint_root_dir": str(scratch / name)}), cluster.plan_cluster(1, 2, 1, None))
     return build_trinity_config(write_yaml(config, scratch / f"{name}.yaml"), MATH.workflow, MATH.judge)
 
 

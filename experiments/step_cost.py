@@ -44,6 +44,7 @@ import time
 from pathlib import Path
 
 
+from experiments.scales import SCALES
 from rftkit.cli import ArgumentParser, above, at_least
 from rftkit.files import check_writable
 from rftkit.inputs import InputError, reports_input_errors
@@ -202,7 +203,7 @@ def report(example: str, run_dir: Path, launched_at: str, settings: list[str], e
 @reports_input_errors
 def main(argv: list[str] | None = None) -> int:
     parser = ArgumentParser(prog="python -m experiments.step_cost", description=__doc__)
-    parser.add_argument("example", choices=list(EXAMPLES), help="the example whose shipped config's scale to time")
+    parser.add_argument("example", choices=list(SCALES), help="the example whose shipped config's scale to time")
     parser.add_argument("--out", type=Path, required=True,
                         help="output folder: <example>.json and .log; the model, data and checkpoints go to <out>/work")
     parser.add_argument("--steps", type=at_least(1), default=4, help="training steps to time (default: %(default)s)")
@@ -217,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="summarise a fetched run folder (<checkpoints>/<project>/<name>) and run nothing")
     parser.add_argument("--launched-at", help="with --report-only: the launch's start, UTC, e.g. '2026-12-01 06:07:34'")
     args = parser.parse_args(argv)
-    scale = EXAMPLES[args.example].scale
+    scale = SCALES[args.example]
     response_tokens = args.response_tokens or scale.response_tokens
     estimate_steps = args.estimate_steps or scale.full_run_steps
     out = args.out.resolve()

@@ -26,16 +26,16 @@ from rftkit.files import atomic_paths
 
 DEFAULT_DIR = "data/frozenlake"
 # The data script's defaults: map sides 2..6, 10,000 training and 100 test maps (upstream's), and the seed.
-MAP_MAX_SIZE, TRAIN_SIZE, TEST_SIZE, SEED = 6, 10000, 100, 42
+DEFAULT_MAP_MAX_SIZE, TRAIN_SIZE, TEST_SIZE, SEED = 6, 10000, 100, 42
 # The test maps come from numpy's default_rng([seed, TEST_STREAM]), the training maps from default_rng(seed).
 TEST_STREAM = 1
 # What every task row must hold, as `rftkit.inputs` kinds: its map is generate_map(size, p, seed).
 TASK_COLUMNS = {"seed": "integer", "size": "integer", "p": "number"}
 # The map is in the prompt of each of an episode's moves: AGENT_MAX_STEPS renderings of a side of 32 (1,024
 # tiles each) and their replies stay inside the configs' 25,600-token context, where a much larger side would not.
-MAX_MAP_SIZE = 32
+LARGEST_MAP_SIZE = 32
 # generate_map's bounds (numpy's generator takes seeds of 0 or more), and the side above.
-TASK_RANGES = {"seed": (0, None), "size": (2, MAX_MAP_SIZE), "p": (0.0, 1.0)}
+TASK_RANGES = {"seed": (0, None), "size": (2, LARGEST_MAP_SIZE), "p": (0.0, 1.0)}
 
 SCHEMA = pa.schema([
     ("seed", pa.int64()),
@@ -86,9 +86,9 @@ def solvable_layouts(size: int, env_max_steps: int) -> int:
 
 def check_settings(map_max_size: int, train_size: int, test_size: int, env_max_steps: int) -> None:
     """Raise ValueError naming the flag for any setting that cannot produce a dataset."""
-    if not 2 <= map_max_size <= MAX_MAP_SIZE:
-        raise ValueError(f"--map_max_size: must be 2 (a map needs S and G) to {MAX_MAP_SIZE} (the map must fit "
-                         f"the prompt of each move), got {map_max_size}")
+    if not 2 <= map_max_size <= LARGEST_MAP_SIZE:
+        raise ValueError(f"--map_max_size: must be 2 (a map needs S and G) to {LARGEST_MAP_SIZE} (the map must "
+                         f"fit the prompt of each move), got {map_max_size}")
     if train_size < 1:
         raise ValueError(f"--train_size: must be at least 1, got {train_size}")
     if test_size < 1:
@@ -145,7 +145,7 @@ def draw_tasks(count: int, map_max_size: int, env_max_steps: int, rng: np.random
     return rows, layouts
 
 
-def write_dataset(local_dir: str | Path = DEFAULT_DIR, map_max_size: int = MAP_MAX_SIZE,
+def write_dataset(local_dir: str | Path = DEFAULT_DIR, map_max_size: int = DEFAULT_MAP_MAX_SIZE,
                   train_size: int = TRAIN_SIZE, test_size: int = TEST_SIZE, env_max_steps: int = ENV_MAX_STEPS,
                   seed: int = SEED, progress: bool = True) -> dict[str, Path]:
     """Write `train.parquet` and `test.parquet` to `local_dir`; return their paths.
@@ -187,5 +187,5 @@ def split_summary(train: list[dict], test: list[dict]) -> list[dict]:
 
 def write_sample(folders: dict[str, Path], tasks: int) -> None:
     """Small data for the GPU smoke and the step-cost measurement: `tasks` training maps and 8 to evaluate,
-    sizes 2 to MAP_MAX_SIZE, in the one folder both roles read."""
+    sizes 2 to DEFAULT_MAP_MAX_SIZE, in the one folder both roles read."""
     write_dataset(folders["train"], train_size=tasks, test_size=8, progress=False)

@@ -1,7 +1,7 @@
 """The math example as its main.py, scripts/evaluate.py, the experiments and the GPU smoke see it."""
 
 from math_bots import data
-from rftkit.example import Example, Scale
+from rftkit.example import Example
 
 MATH = Example(
     name="math", title="math", main="math_bots/main.py",
@@ -16,10 +16,5 @@ MATH = Example(
     default_selector="difficulty",
     tags=("rollout/accuracy/mean", "eval/aime24/accuracy/mean@1", "eval/aime24/format/mean@1"),
     report_module="math_bots.report", baselines=(),
-    # Qwen3-0.6B, upstream's model, with replies up to the config's 4,096 tokens; 200 explore steps;
-    # the config's 49,152-token micro-batches fit one H200 only with verl's fused log-prob kernel; with the
-    # logits held whole, half of that; padded, a quarter
-    scale=Scale(architecture="Qwen3-0.6B", response_tokens=4096, full_run_steps=200, trainer_batch=16,
-                prompt_tokens=(100, 300), reply_tokens=(512, 4096), padded_budget=12288, unfused_budget=24576),
     sample_writer="math_bots.data:write_sample",
 )

@@ -4,7 +4,9 @@ entry point shares.
 launch.py          the flags both main.py files take, and launch(): a run from YAML to exit code
 overrides.py       the YAML and `--set`: what tune() will load, paths made absolute
 cluster.py         the run sized to the GPUs, and the Ray it runs on
-trinity_config.py  Trinity's validation of the config, its plugins, the dry run's summary
+trinity_config.py  Trinity's validation of the config, and its plugins
+summary.py         the dry run's account of what a validated config will run
+check_patches.py   the launcher's patches that keep Trinity's config checks light
 supervise.py       watching a running tune() and deciding whether it finished
 startup.py         the start-up timeline: each phase's end, printed and kept in the run's folder
 run_state.py       Trinity's state files made safe to resume from after a kill
@@ -13,6 +15,7 @@ workers.py         Ray's worker setup hook: the patches a run's workers get
 files.py, cli.py   whole-file writes, help with defaults
 example.py         the Example an example folder describes itself with
 
+keys/              the config keys the project names, and the one dotted get/has/put
 inputs/            bad input as a message: task splits, config keys and model paths checked first
 patches/           every runtime patch of another package, declared in one table, and the helper that installs it
 trainer/           what the patches put in verl and Trinity-RFT inside the Ray workers

@@ -99,6 +99,12 @@ def apply_plan(config: dict, plan: dict) -> list[str]:
 NVIDIA_DRIVER = "/proc/driver/nvidia/version"  # present wherever NVIDIA's kernel driver is loaded
 
 
+def with_plan(config: dict, plan: dict) -> dict:
+    """`config` with `plan` applied, for a caller that needs no account of the changes."""
+    apply_plan(config, plan)
+    return config
+
+
 def local_gpus() -> int:
     """The CUDA GPUs this process can use. Without NVIDIA's driver there are none, and torch, seconds
     to import, is not asked: a dry run or a bad flag on a CPU machine does not wait for it."""

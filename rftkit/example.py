@@ -27,23 +27,6 @@ def load(path: str) -> Callable:
 
 
 @dataclass(frozen=True)
-class Scale:
-    """The real size an example's default config is written for: what the GPU measurements of a step
-    (experiments/step_cost) and of the trainer alone (experiments/trainer_speed) build."""
-
-    architecture: str  # the model's shape, a key of runkit.tiny_model's ARCHITECTURES
-    response_tokens: int  # a reply's length cap in a measured launch
-    full_run_steps: int  # explore steps of a full run, which a step's cost is multiplied by
-    trainer_batch: int  # experiences in one trainer step
-    prompt_tokens: tuple[int, int]  # the range of an experience's prompt length, in tokens
-    reply_tokens: tuple[int, int]  # and of its reply
-    padded_budget: int  # the micro-batch, in tokens, that the padded attention path fits on one H200
-    # and the packed path with the logits held whole (without verl's fused log-prob kernel), where that is less
-    # than the shipped config's budget; None: the shipped budget fits
-    unfused_budget: int | None = None
-
-
-@dataclass(frozen=True)
 class Example:
     name: str  # evaluate.py's --task, the experiments' example argument
     title: str  # in messages: "--model oracle is a FrozenLake policy"
@@ -66,7 +49,6 @@ class Example:
     # model).
     report_module: str
     baselines: tuple[str, ...]  # the names of report_module's BASELINES, known without importing it (--help)
-    scale: Scale
     # "module:function", function(folders, tasks): small data with `tasks` training tasks into `folders` (role ->
     # folder, laid out as `data`), for the GPU smoke and the step-cost measurement
     sample_writer: str

@@ -23,14 +23,16 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from rftkit import cluster, lora, run_state, startup, supervise
+from rftkit import cluster, keys, lora, run_state, startup, supervise
 from rftkit.cli import at_least
 from rftkit.example import load
 from rftkit.trainer import attention, liger
 from rftkit.inputs import InputError
 from rftkit.inputs.config_keys import check_counts, check_sections, check_set_key
 from rftkit.overrides import apply_overrides, load_yaml, parse_override, resolve_config, write_yaml
-from rftkit.trinity_config import no_gpu_banner, summarize, validate
+from rftkit.check_patches import no_gpu_banner
+from rftkit.summary import summarize
+from rftkit.trinity_config import validate
 
 NO_GPU_MESSAGE = ("error: training needs a CUDA GPU (Trinity-RFT's vLLM engines and FSDP trainer; one GPU holds both) "
                   "and none was found on this machine or in a running Ray cluster; add --dry-run to check the config "
@@ -63,7 +65,7 @@ def add_arguments(parser: argparse.ArgumentParser, default_config: str) -> None:
                              "if it sets use_liger, else auto: on where liger-kernel is installed)")
     parser.add_argument("--lora", type=at_least(1), nargs="?", const=lora.DEFAULT_RANK, default=None, metavar="RANK",
                         help=f"train a LoRA adapter of this rank instead of the whole model (alone: rank "
-                             f"{lora.DEFAULT_RANK}; default: the YAML's {lora.LORA_KEY}, none in the shipped configs)")
+                             f"{lora.DEFAULT_RANK}; default: the YAML's {keys.LORA_KEY}, none in the shipped configs)")
     parser.add_argument("--lora-alpha", type=at_least(1), default=None,
                         help=f"with --lora: the adapter's alpha (default: {lora.DEFAULT_ALPHA})")
     parser.add_argument("--lora-modules", nargs="+", default=None, metavar="NAME",
@@ -148,8 +150,8 @@ def _launch(args, workflow_func, judge_func, data, check_data) -> int:
                                     configured=rollout.get("engine_num"))
     except ValueError as exc:
         raise InputError(str(exc)) from None
-    adapted: list[str] = []
-    config = resolve_config(config, {}, plan, args.config, notes=adapted)
+    config = resolve_config(config, {}, args.config)
+    adapted = cluster.apply_plan(config, plan)
     adapted_lines = "".join(f"\n  {line}" for line in adapted)
     if problem := liger.fused_backend_problem(config, args.config):
         raise InputError(problem)

@@ -21,9 +21,9 @@ import re
 from pathlib import Path
 
 from rftkit.inputs import InputError, read_json
+from rftkit.keys import LORA_KEY
 from rftkit.trainer.lora_saves import ADAPTER_FILE
 
-LORA_KEY = "model.lora_configs"
 DEFAULT_RANK, DEFAULT_ALPHA, DEFAULT_MODULES = 32, 32, "all-linear"
 ADAPTER_FILES = ("adapter_config.json", ADAPTER_FILE)  # a PEFT adapter folder
 DEFAULTS = {"lora_rank": DEFAULT_RANK, "lora_alpha": DEFAULT_ALPHA, "target_modules": DEFAULT_MODULES}

@@ -20,10 +20,11 @@ from omegaconf import OmegaConf
 from omegaconf._utils import get_yaml_loader  # the YAML loader of OmegaConf.load(), which Trinity uses
 from omegaconf.errors import OmegaConfBaseException
 
-from rftkit import cluster
+from rftkit import keys
 from rftkit.files import atomic_paths, check_writable
 from rftkit.inputs import InputError, get_key, tasksets
 from rftkit.inputs.model_path import check_model
+from rftkit.keys import MODEL_PATH_KEY, REF_DTYPE_KEY
 
 # A model path that absolute() kept as it was and that is not a hub id ("gpt2", "Qwen/Qwen3-0.6B") was meant
 # as a local folder ("models/qwen/final"); one that does not exist is refused before anything starts.
@@ -64,27 +65,11 @@ def parse_override(text: str) -> tuple[str, Any]:
 
 
 def set_key(config: dict, dotted: str, value: Any) -> None:
-    """Set `config["a"]["b"][0]["c"]` from "a.b.0.c", creating missing mappings (never a list or its items)."""
-    *parents, last = dotted.split(".")
-    node, path = config, []
+    """Set `config["a"]["b"][0]["c"]` from "a.b.0.c" (`keys.put`), or refuse the `--set` naming where it stops."""
     try:
-        for key, child in zip(parents, [*parents[1:], last]):
-            if isinstance(node, list):
-                node = node[int(key)]
-            elif child.isdigit():  # `key` must hold a list already: an item of one is never made here
-                node = node[key]
-            else:
-                node = node.setdefault(key, {})
-            path.append(key)
-        if isinstance(node, list):
-            node[int(last)] = value
-        else:
-            node[last] = value
-    except IndexError:
-        raise InputError(f"--set {dotted}: the config's {'.'.join(path)} is a list of {len(node)}, "
-                         f"items 0 to {len(node) - 1}") from None
-    except (ValueError, KeyError, AttributeError, TypeError):
-        raise InputError(f"--set {dotted}: the config has no such place") from None
+        keys.put(config, dotted, value)
+    except keys.KeyPathError as exc:
+        raise InputError(f"--set {dotted}: {exc}") from None
 
 
 def absolute(path: str, maybe_hub_id: bool = False) -> str:
@@ -119,15 +104,8 @@ def load_yaml(path: str | Path) -> dict:
 # The reference model only runs forward passes, in bf16 under FSDP's mixed precision. Trinity 0.6 keeps
 # its weights in fp32, and verl keeps a forward-only model's weights on the CPU and copies them to the GPU
 # for every micro-batch (FSDP2's CPUOffloadPolicy): in bf16 that copy is half as large, the log-probs the
-# same. A value in the YAML or --set is kept.
-REF_DTYPE_KEY = "trainer.trainer_config.ref.fsdp_config.model_dtype"
+# same. A value in the YAML or --set (at REF_DTYPE_KEY) is kept.
 REF_DTYPE = "bfloat16"
-# verl's sharding of the trainer's models: "fsdp2" (Trinity-RFT 0.6.0's default) or "fsdp" (FSDP1: each wrapped
-# layer's weights in one flat tensor, on one rank unsharded)
-STRATEGY_KEY = "trainer.trainer_strategy"
-# verl's activation checkpointing, as Trinity-RFT 0.6.0 merges trainer_config's `model` section into verl's (on
-# unless set)
-CHECKPOINTING_KEY = "trainer.trainer_config.model.enable_gradient_checkpointing"
 
 
 def place_data(config: dict, data: dict[str, str | None]) -> None:
@@ -153,22 +131,20 @@ def apply_overrides(config: dict, overrides: dict[str, Any], data: dict[str, str
     return config
 
 
-def resolve_config(config: dict, overrides: dict[str, Any], plan: dict, config_file: str = "the config",
-                   data: dict[str, str | None] | None = None, notes: list[str] | None = None) -> dict:
-    """The YAML mapping tune() will load: data folders, overrides and cluster plan applied, paths absolute.
+def resolve_config(config: dict, overrides: dict[str, Any], config_file: str = "the config",
+                   data: dict[str, str | None] | None = None) -> dict:
+    """The YAML mapping tune() will load, but for the cluster plan (`rftkit.cluster.apply_plan`): data folders
+    and overrides applied, paths absolute.
 
     A local model folder that does not exist, or a checkpoint folder that
-    cannot be written, is refused here, before anything starts. What the
-    plan changed in the config, with the reason, is added to `notes`.
+    cannot be written, is refused here, before anything starts.
     """
     config = apply_overrides(config, overrides, data)
-    try:
-        get_key(config, REF_DTYPE_KEY, config_file)
-    except InputError:
+    if not keys.has(config, REF_DTYPE_KEY):
         set_key(config, REF_DTYPE_KEY, REF_DTYPE)
     config["checkpoint_root_dir"] = absolute(config.get("checkpoint_root_dir", "./checkpoints"))
     check_writable(config["checkpoint_root_dir"], "checkpoint_root_dir (--checkpoint-dir)")
-    model_path = absolute(get_key(config, "model.model_path", config_file), maybe_hub_id=True)
+    model_path = absolute(get_key(config, MODEL_PATH_KEY, config_file), maybe_hub_id=True)
     if not Path(model_path).exists() and not HUB_ID.fullmatch(model_path):
         raise InputError(f"model.model_path (--model-path) {model_path}: no such folder "
                          f"(expected a local model folder or a hub id such as Qwen/Qwen3-0.6B)")
@@ -177,9 +153,6 @@ def resolve_config(config: dict, overrides: dict[str, Any], plan: dict, config_f
     config["model"]["model_path"] = model_path
     for taskset, _ in tasksets(config, config_file):
         taskset["path"] = absolute(taskset["path"])
-    changes = cluster.apply_plan(config, plan)
-    if notes is not None:
-        notes.extend(changes)
     return config
 
 

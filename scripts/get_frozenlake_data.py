@@ -10,8 +10,8 @@ import sys
 
 import pyarrow.parquet as pq
 
-from frozenlake.data import (DEFAULT_DIR, MAP_MAX_SIZE, MAX_MAP_SIZE, NOTE_SHARE, SEED, TEST_SIZE, TRAIN_SIZE,
-                            split_summary, write_dataset)
+from frozenlake.data import (DEFAULT_DIR, DEFAULT_MAP_MAX_SIZE, LARGEST_MAP_SIZE, NOTE_SHARE, SEED, TEST_SIZE,
+                            TRAIN_SIZE, split_summary, write_dataset)
 from frozenlake.env import ENV_MAX_STEPS
 from rftkit.cli import ArgumentParser, at_least
 from rftkit.files import check_writable
@@ -22,8 +22,8 @@ from rftkit.inputs import reports_input_errors
 def main(argv: list[str] | None = None) -> int:
     parser = ArgumentParser(description=__doc__)
     # upstream's flags are spelled with underscores; the hyphen spellings are the project's
-    parser.add_argument("--map_max_size", "--map-max-size", type=int, default=MAP_MAX_SIZE,
-                        help=f"largest map side, at most {MAX_MAP_SIZE}; sizes are 2..this, inclusive")
+    parser.add_argument("--map_max_size", "--map-max-size", type=int, default=DEFAULT_MAP_MAX_SIZE,
+                        help=f"largest map side, at most {LARGEST_MAP_SIZE}; sizes are 2..this, inclusive")
     parser.add_argument("--train_size", "--train-size", type=int, default=TRAIN_SIZE, help="maps in the train split")
     parser.add_argument("--test_size", "--test-size", type=int, default=TEST_SIZE, help="maps in the test split")
     parser.add_argument("--local_dir", "--local-dir", default=DEFAULT_DIR, help="output folder (default: %(default)s)")

@@ -29,13 +29,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from dataclasses import replace  # noqa: E402
 
+from experiments.scales import SCALES  # noqa: E402
 from experiments.trainer_speed import worker  # noqa: E402
-from runkit.examples import EXAMPLES  # noqa: E402
 
 # A batch small enough for a CPU, still of mixed lengths.
-FROZENLAKE = EXAMPLES["frozenlake"]
-EXAMPLES["frozenlake"] = replace(FROZENLAKE, scale=replace(FROZENLAKE.scale, trainer_batch=6, prompt_tokens=(20, 40),
-                                                           reply_tokens=(4, 30)))
+SCALES["frozenlake"] = replace(SCALES["frozenlake"], trainer_batch=6, prompt_tokens=(20, 40), reply_tokens=(4, 30))
 
 
 def shim_gpu_only_calls() -> None:

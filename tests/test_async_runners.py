@@ -19,7 +19,8 @@ MAP = {"seed": 3, "size": 6, "p": 0.7, "env_max_steps": 8}
 
 def shipped_config(tmp_path):
     raw = load_yaml(REPO / "configs" / "frozenlake.yaml")
-    return validate(resolve_config(raw, {"checkpoint_root_dir": str(tmp_path)}, cluster.plan_cluster(1, 1, 1, None)),
+    return validate(cluster.with_plan(resolve_config(raw, {"checkpoint_root_dir": str(tmp_path)}),
+                                      cluster.plan_cluster(1, 1, 1, None)),
                     run_frozen_lake)
 
 

@@ -5,9 +5,11 @@ import sys
 
 import pytest
 
+from rftkit import keys
 from rftkit import cluster
 from rftkit.trainer import attention, packed_attention
-from rftkit.overrides import REF_DTYPE_KEY, get_key, load_yaml, parse_override, resolve_config, set_key
+from rftkit.keys import REF_DTYPE_KEY
+from rftkit.overrides import get_key, load_yaml, parse_override, resolve_config, set_key
 
 from conftest import REPO, trinity_config_stub
 
@@ -95,7 +97,7 @@ def test_launch_stops_before_ray_when_flash_attention_is_chosen_but_missing(tmp_
     monkeypatch.setattr(cluster, "detect_cluster", lambda: (1, 2))
     monkeypatch.setattr(cluster, "ensure_ray", lambda: pytest.fail("Ray must not be started"))
     flags = ["--attn", "flash_attention_2"] if how.startswith("--attn") else \
-        ["--set", f"{attention.ATTN_KEY}=flash_attention_2"]
+        ["--set", f"{keys.ATTN_KEY}=flash_attention_2"]
     with pytest.raises(SystemExit) as stop:
         frozenlake_main.main(["--data-dir", str(frozenlake_data), "--checkpoint-dir", str(tmp_path), *flags])
     message = str(stop.value)
@@ -131,7 +133,7 @@ def test_without_flash_attn_the_default_launch_trains_packed_on_torch_varlen_ker
 
 
 def test_an_attention_set_in_the_yaml_is_kept_unless_attn_is_given(frozenlake_data, tmp_path, capsys):
-    out = dry_run_summary(frozenlake_data, tmp_path, capsys, "--set", f"{attention.ATTN_KEY}=eager",
+    out = dry_run_summary(frozenlake_data, tmp_path, capsys, "--set", f"{keys.ATTN_KEY}=eager",
                           "--set", "trainer.use_remove_padding=false")
     assert "attention       eager, padding removal False" in out and "chosen by     set in the config" in out
     out = dry_run_summary(frozenlake_data, tmp_path, capsys, "--attn", "auto",
@@ -144,17 +146,17 @@ def test_auto_prefers_flash_attn_where_it_imports_then_varlen_then_sdpa(monkeypa
     assert attention.choose(None, {}) == (attention.overrides("flash_attention_2"), "auto: flash-attn imports here")
     monkeypatch.setattr(attention, "flash_attn_error", lambda: "ImportError: none")
     overrides, why = attention.choose("auto", {})
-    assert overrides == {attention.ATTN_KEY: packed_attention.NAME, attention.PADDING_KEY: True} and "varlen" in why
+    assert overrides == {keys.ATTN_KEY: packed_attention.NAME, keys.PADDING_KEY: True} and "varlen" in why
     monkeypatch.setattr(attention, "has_varlen_kernel", lambda: False)
     overrides, why = attention.choose(None, {})
-    assert overrides == {attention.ATTN_KEY: "sdpa", attention.PADDING_KEY: False}
+    assert overrides == {keys.ATTN_KEY: "sdpa", keys.PADDING_KEY: False}
     assert "no torch.nn.attention.varlen" in why
 
 
 def test_configured_attention_reads_the_yaml_key():
     assert attention.configured_attention({}) is None
     config = {}
-    set_key(config, attention.ATTN_KEY, "sdpa")
+    set_key(config, keys.ATTN_KEY, "sdpa")
     assert attention.configured_attention(config) == "sdpa"
 
 
@@ -181,7 +183,7 @@ def test_a_set_key_that_has_no_place_in_the_config_is_refused():
                                          "list of 0"):
         set_key({"buffer": {"explorer_input": {"eval_tasksets": []}}},
                        "buffer.explorer_input.eval_tasksets.5.name", "x")
-    with pytest.raises(SystemExit, match="--set buffer.batch_size.x: the config has no such place"):
+    with pytest.raises(SystemExit, match="--set buffer.batch_size.x: the config.s buffer.batch_size is int, not a"):
         set_key({"buffer": {"batch_size": 4}}, "buffer.batch_size.x", 1)
 
 
@@ -210,16 +212,16 @@ def test_sdpa_separates_packed_sequences_only_through_a_dense_mask_built_from_po
     assert torch.allclose(with_cache[:first], alone[:first], atol=1e-5)  # the first sequence has nothing before it
     assert (with_cache[first:] - alone[first:]).abs().max() > 0.1  # the others attend across the boundary
     assert torch.allclose(without_cache, alone, atol=1e-5)
-    assert attention.overrides("sdpa")[attention.PADDING_KEY] is False
+    assert attention.overrides("sdpa")[keys.PADDING_KEY] is False
 
 
 def test_the_reference_model_is_kept_in_bf16_unless_the_config_says_otherwise(tmp_path):
     raw = load_yaml(REPO / "configs" / "frozenlake.yaml")
     plan = cluster.plan_cluster(1, 1, 1, None)
-    default = resolve_config(raw, {"checkpoint_root_dir": str(tmp_path)}, plan)
+    default = cluster.with_plan(resolve_config(raw, {"checkpoint_root_dir": str(tmp_path)}), plan)
     assert get_key(default, REF_DTYPE_KEY, "frozenlake.yaml") == "bfloat16"
     assert "trainer_config" not in raw["trainer"]  # the YAML mapping itself is left alone
-    kept = resolve_config(raw, {"checkpoint_root_dir": str(tmp_path), REF_DTYPE_KEY: "fp32"}, plan)
+    kept = cluster.with_plan(resolve_config(raw, {"checkpoint_root_dir": str(tmp_path), REF_DTYPE_KEY: "fp32"}), plan)
     assert get_key(kept, REF_DTYPE_KEY, "frozenlake.yaml") == "fp32"
 
 

@@ -356,7 +356,7 @@ def test_a_dry_run_without_gpus_shows_no_no_gpu_banner(tmp_path):
 
 
 def test_the_no_gpu_banner_is_left_out_only_while_trinity_logs_it_as_in_0_6_0():
-    from rftkit.trinity_config import no_gpu_banner
+    from rftkit.check_patches import no_gpu_banner
 
     class MovedCheck:
         logger = None

@@ -121,23 +121,23 @@ def test_verls_version_is_read_as_trinity_reads_it_and_a_moved_check_fails():
 
     import trinity.trainer.trainer as trainer_module
 
-    from rftkit import trinity_config
+    from rftkit import check_patches
 
     original = inspect.unwrap(trainer_module.is_verl_legacy)  # Trinity's, patched here or not
     copy = as_module(trainer_module.__name__, is_verl_legacy=original)
-    trinity_config.verl_version_from_metadata(copy)
+    check_patches.verl_version_from_metadata(copy)
     assert copy.is_verl_legacy is not original and copy.is_verl_legacy() == original() is False
 
     def moved():
         return False
 
     with pytest.raises(PatchTargetMoved, match="'checks.verl_version'.*is_verl_legacy no longer has `import verl`"):
-        trinity_config.verl_version_from_metadata(as_module(trainer_module.__name__, is_verl_legacy=moved))
+        check_patches.verl_version_from_metadata(as_module(trainer_module.__name__, is_verl_legacy=moved))
 
 
 def test_the_kimi_vl_patch_decorates_on_first_call_as_trinity_would_and_a_moved_one_fails():
     from conftest import as_module
-    from rftkit import trinity_config
+    from rftkit import check_patches
     from rftkit.patches.apply import PatchTargetMoved
 
     decorated = []
@@ -149,7 +149,7 @@ def test_the_kimi_vl_patch_decorates_on_first_call_as_trinity_would_and_a_moved_
         return lambda *args: ("patched", func(*args))
 
     package = as_module("trinity.common.patch", kimi_vl_monkey_patch_decorator=decorator)
-    trinity_config.kimi_patch_on_first_call(package)
+    check_patches.kimi_patch_on_first_call(package)
 
     @package.kimi_vl_monkey_patch_decorator
     def params(model_path):
@@ -163,7 +163,7 @@ def test_the_kimi_vl_patch_decorates_on_first_call_as_trinity_would_and_a_moved_
         return func
 
     with pytest.raises(PatchTargetMoved, match="kimi_vl_monkey_patch_decorator no longer has `import transformers`"):
-        trinity_config.kimi_patch_on_first_call(as_module("trinity.common.patch", kimi_vl_monkey_patch_decorator=moved))
+        check_patches.kimi_patch_on_first_call(as_module("trinity.common.patch", kimi_vl_monkey_patch_decorator=moved))
 
 
 def test_the_launch_turns_garbage_collection_back_on_when_it_refuses():

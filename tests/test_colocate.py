@@ -46,7 +46,8 @@ def test_dry_run_on_one_gpu_validates_a_colocated_run(frozenlake_data, tmp_path,
     from frozenlake.workflow import run_frozen_lake
 
     raw = load_yaml(REPO / "configs" / "frozenlake.yaml")
-    config = resolve_config(raw, {"checkpoint_root_dir": str(tmp_path)}, cluster.plan_cluster(1, 1, 1, None))
+    config = cluster.with_plan(resolve_config(raw, {"checkpoint_root_dir": str(tmp_path)}),
+                               cluster.plan_cluster(1, 1, 1, None))
     validated = validate(config, run_frozen_lake)
     rollout = validated.explorer.rollout_model
     assert validated.mode == "colocate" and validated.synchronizer.sync_method.value == "memory"

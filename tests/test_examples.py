@@ -64,7 +64,7 @@ async def run_echo(task, model, auxiliary_models=None) -> WorkflowOutput:
 from pathlib import Path
 
 from echo import data
-from rftkit.example import Example, Scale
+from rftkit.example import Example
 
 ECHO = Example(
     name="echo", title="echo", main="echo/main.py", workflow_path="echo.workflow:run_echo", judge_path=None,
@@ -74,8 +74,6 @@ ECHO = Example(
     data_flags={"train": "--data-dir", "eval": "--data-dir"}, data_remedy="write the words first",
     configs={"random": str(Path(__file__).resolve().parent.parent / "configs" / "echo.yaml")},
     default_selector="random", tags=("rollout/accuracy/mean",), report_module="echo.report", baselines=(),
-    scale=Scale(architecture="Qwen2.5-0.5B", response_tokens=8, full_run_steps=10, trainer_batch=4,
-                prompt_tokens=(20, 30), reply_tokens=(1, 8), padded_budget=4096),
     sample_writer="echo.data:write_sample",
 )
 ''',
@@ -129,12 +127,17 @@ def test_a_third_example_made_from_the_recipe_dry_runs_and_is_measured_like_the_
                              env=env, capture_output=True, text=True, timeout=300)
     assert missing.returncode == 2 and "write the words first" in missing.stderr.strip().splitlines()[-1]
 
-    # Registered (the one line in runkit/examples.py), the experiments size it from its Example alone.
+    # Registered (the one line in runkit/examples.py) and given its size (one in experiments/scales.py), the
+    # trainer benchmark builds its batches.
     monkeypatch.syspath_prepend(str(tmp_path))
     from echo.example import ECHO as echo
+    from experiments.scales import SCALES, Scale
     from experiments.trainer_speed.settings import lengths
 
     monkeypatch.setitem(EXAMPLES, "echo", echo)
+    monkeypatch.setitem(SCALES, "echo", Scale(architecture="Qwen2.5-0.5B", response_tokens=8, full_run_steps=10,
+                                              trainer_batch=4, prompt_tokens=(20, 30), reply_tokens=(1, 8),
+                                              padded_budget=4096))
     batch = lengths("echo")
     assert len(batch) == 4 and all(20 <= prompt <= 30 and 1 <= reply <= 8 for prompt, reply in batch)
     make_data(tmp_path / "work", tasks=5)  # and the GPU smoke gets its small data

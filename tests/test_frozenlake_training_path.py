@@ -166,7 +166,7 @@ def test_resolved_config_has_absolute_paths_and_keeps_hub_ids(tmp_path, monkeypa
     monkeypatch.chdir(tmp_path)
     raw = load_yaml(REPO / "configs" / "frozenlake.yaml")
     plan = cluster.plan_cluster(1, 4, 1, None)
-    config = resolve_config(raw, {"checkpoint_root_dir": "runs"}, plan)
+    config = cluster.with_plan(resolve_config(raw, {"checkpoint_root_dir": "runs"}), plan)
     assert config["checkpoint_root_dir"] == str(tmp_path / "runs")
     assert config["buffer"]["explorer_input"]["taskset"]["path"] == str(tmp_path / "data" / "frozenlake")
     assert config["model"]["model_path"] == "Qwen/Qwen2.5-3B-Instruct"
@@ -179,13 +179,15 @@ def test_upstreams_env_interpolations_resolve_with_the_variables_set_and_unset(t
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("TRINITY_CHECKPOINT_ROOT_DIR", raising=False)
     monkeypatch.delenv("TRINITY_MODEL_PATH", raising=False)
-    unset = resolve_config(load_yaml(REPO / "configs" / "frozenlake.yaml"), {}, cluster.plan_cluster(1, 2, 1, None))
+    unset = cluster.with_plan(resolve_config(load_yaml(REPO / "configs" / "frozenlake.yaml"), {}),
+                              cluster.plan_cluster(1, 2, 1, None))
     assert unset["checkpoint_root_dir"] == str(tmp_path / "checkpoints")
     assert unset["model"]["model_path"] == "Qwen/Qwen2.5-3B-Instruct"
     config_only_model(tmp_path / "model")
     monkeypatch.setenv("TRINITY_CHECKPOINT_ROOT_DIR", "runs/here")
     monkeypatch.setenv("TRINITY_MODEL_PATH", "./model")
-    given = resolve_config(load_yaml(REPO / "configs" / "frozenlake.yaml"), {}, cluster.plan_cluster(1, 2, 1, None))
+    given = cluster.with_plan(resolve_config(load_yaml(REPO / "configs" / "frozenlake.yaml"), {}),
+                              cluster.plan_cluster(1, 2, 1, None))
     assert given["checkpoint_root_dir"] == str(tmp_path / "runs" / "here")
     assert given["model"]["model_path"] == str(tmp_path / "model")
     assert "$" not in yaml.safe_dump(given) and not list(tmp_path.glob("*$*"))
@@ -266,10 +268,9 @@ def test_bots_config_builds_its_selector_on_the_generated_maps(frozenlake_data, 
     from rftkit.trinity_plugins.resumable_bots import ResumableDifficultyBasedSelector
 
     raw = load_yaml(REPO / "configs" / "frozenlake_difficulty.yaml")
-    config = resolve_config(raw, {"buffer.explorer_input.taskset.path": str(frozenlake_data),
+    config = cluster.with_plan(resolve_config(raw, {"buffer.explorer_input.taskset.path": str(frozenlake_data),
                                          "buffer.explorer_input.eval_tasksets.0.path": str(frozenlake_data),
-                                         "checkpoint_root_dir": str(tmp_path)},
-                                   cluster.plan_cluster(1, 2, 1, None))
+                                         "checkpoint_root_dir": str(tmp_path)}), cluster.plan_cluster(1, 2, 1, None))
     trinity_config = build_trinity_config(write_yaml(config, tmp_path / "c.yaml"), run_frozen_lake)
     scheduler = get_taskset_scheduler({}, trinity_config)
     selector = scheduler.tasksets[0].reader.selector

@@ -1,7 +1,7 @@
-"""rftkit.trainer.layer_levers on CPU: before sharding, each decoder layer compiled in place, or checkpointed on
-every other layer only, computing what the model computes without the lever (with checkpointing and the packed
-attention). The compile backend here is aot_eager (dynamo's graphs and autograd's, no code generation); the GPU
-benchmark uses inductor."""
+"""experiments.trainer_speed.layer_levers on CPU: before sharding, each decoder layer compiled in place, or
+checkpointed on every other layer only, computing what the model computes without the lever (with checkpointing
+and the packed attention). The compile backend here is aot_eager (dynamo's graphs and autograd's, no code
+generation); the GPU benchmark uses inductor."""
 
 import types
 
@@ -12,7 +12,8 @@ from transformers import AutoConfig, AutoModelForCausalLM
 from conftest import as_module
 from rftkit.patches import CHECKPOINT_EVERY_ENV, COMPILE_LAYERS_ENV, FSDP_ENGINE, PATCHES, WEIGHT_SYNC_DTYPE_ENV
 from rftkit.patches.apply import PatchTargetMoved
-from rftkit.trainer import layer_levers, packed_attention
+from experiments.trainer_speed import layer_levers
+from rftkit.trainer import packed_attention
 
 packed_attention.register()
 LENGTHS = (7, 13, 1, 5)

@@ -194,7 +194,7 @@ import sys
 from rftkit import cluster
 from rftkit.overrides import apply_overrides, load_yaml, resolve_config
 config = apply_overrides(load_yaml("configs/frozenlake.yaml"), {"buffer.batch_size": 4})
-resolve_config(config, {}, cluster.plan_cluster(1, 2, 1, None), "configs/frozenlake.yaml")
+cluster.apply_plan(resolve_config(config, {}, "configs/frozenlake.yaml"), cluster.plan_cluster(1, 2, 1, None))
 assert "torch" not in sys.modules, "resolving a config imported torch"
 """
     subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True, capture_output=True, text=True)

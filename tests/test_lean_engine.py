@@ -117,7 +117,7 @@ def test_the_launcher_turns_the_fast_start_on_unless_told_0(asked, sent, monkeyp
 
 
 def test_the_dry_run_names_the_switches_and_how_the_engines_compile(monkeypatch):
-    from rftkit.trinity_config import start_up
+    from rftkit.summary import start_up
 
     for name in ("RFTKIT_CONCURRENT_START", "RFTKIT_LEAN_ENGINE"):
         monkeypatch.delenv(name, raising=False)

@@ -4,6 +4,7 @@ import inspect
 
 import pytest
 
+from rftkit import keys
 from rftkit import cluster
 from rftkit.overrides import set_key
 from rftkit.trainer import liger
@@ -11,21 +12,21 @@ from rftkit.trainer import liger
 
 def test_auto_turns_liger_on_only_where_it_is_installed(monkeypatch):
     monkeypatch.setattr(liger, "installed", lambda: True)
-    assert liger.choose(None, {}) == ({liger.LIGER_KEY: True}, "auto: liger-kernel is installed here")
+    assert liger.choose(None, {}) == ({keys.LIGER_KEY: True}, "auto: liger-kernel is installed here")
     monkeypatch.setattr(liger, "installed", lambda: False)
-    assert liger.choose("auto", {}) == ({liger.LIGER_KEY: False}, "auto: liger-kernel is not installed here")
+    assert liger.choose("auto", {}) == ({keys.LIGER_KEY: False}, "auto: liger-kernel is not installed here")
 
 
 def test_the_flag_wins_over_the_yaml_and_the_yaml_over_auto(monkeypatch):
     monkeypatch.setattr(liger, "installed", lambda: True)
     config = {}
-    set_key(config, liger.LIGER_KEY, False)
+    set_key(config, keys.LIGER_KEY, False)
     assert liger.configured_liger(config) is False
     assert liger.choose(None, config) == ({}, "set in the config")
-    assert liger.choose(None, {}, {liger.LIGER_KEY: False}) == ({}, "set in the config")  # a --set, applied later
-    assert liger.choose("on", config) == ({liger.LIGER_KEY: True}, "--liger on")
-    assert liger.choose("off", {}) == ({liger.LIGER_KEY: False}, "--liger off")
-    assert liger.choose("auto", config) == ({liger.LIGER_KEY: True}, "auto: liger-kernel is installed here")
+    assert liger.choose(None, {}, {keys.LIGER_KEY: False}) == ({}, "set in the config")  # a --set, applied later
+    assert liger.choose("on", config) == ({keys.LIGER_KEY: True}, "--liger on")
+    assert liger.choose("off", {}) == ({keys.LIGER_KEY: False}, "--liger off")
+    assert liger.choose("auto", config) == ({keys.LIGER_KEY: True}, "auto: liger-kernel is installed here")
 
 
 def test_this_machine_is_seen_as_it_is():
@@ -72,7 +73,7 @@ def test_a_launch_that_asks_for_missing_liger_stops_before_ray_naming_the_way_ou
     monkeypatch.setattr(liger, "installed", lambda: False)
     monkeypatch.setattr(cluster, "detect_cluster", lambda: (1, 1))
     monkeypatch.setattr(cluster, "ensure_ray", lambda: pytest.fail("Ray must not be started"))
-    flags = ["--liger", "on"] if how == "--liger on" else ["--set", f"{liger.LIGER_KEY}=true"]
+    flags = ["--liger", "on"] if how == "--liger on" else ["--set", f"{keys.LIGER_KEY}=true"]
     with pytest.raises(SystemExit) as stop:
         frozenlake_main.main(["--data-dir", str(frozenlake_data), "--checkpoint-dir", str(tmp_path), *flags])
     assert stop.value.code == 2
@@ -115,7 +116,7 @@ def test_the_fused_kernel_without_a_backend_verl_knows_is_refused_in_a_dry_run(b
 
     with pytest.raises(SystemExit) as stop:
         math_main.main(math_dry_run_args(sample_work, tmp_path, "configs/config_difficulty.yaml",
-                                         "--set", f"{liger.FUSED_BACKEND_KEY}={backend}"))
+                                         "--set", f"{keys.FUSED_BACKEND_KEY}={backend}"))
     assert stop.value.code == 2
-    assert liger.FUSED_BACKEND_KEY in str(stop.value) and "expected one of triton, torch" in str(stop.value)
+    assert keys.FUSED_BACKEND_KEY in str(stop.value) and "expected one of triton, torch" in str(stop.value)
     assert not list(tmp_path.iterdir()), "nothing is written for a launch refused at its inputs"

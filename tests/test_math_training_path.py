@@ -69,11 +69,11 @@ def bots_config(tmp_path):
         (tmp_path / name).mkdir()
         pq.write_table(gsm8k_rows(n, rng), tmp_path / name / f"{name}.parquet")
     raw = load_yaml(CONFIGS / "config_difficulty.yaml")
-    config = resolve_config(raw, {
+    config = cluster.with_plan(resolve_config(raw, {
         "buffer.explorer_input.taskset.path": str(tmp_path / "train"),
         "buffer.explorer_input.eval_tasksets.0.path": str(tmp_path / "test"),
         "buffer.explorer_input.eval_tasksets.0.split": "test",
-        "checkpoint_root_dir": str(tmp_path / "ckpt")}, cluster.plan_cluster(1, 2, 1, None))
+        "checkpoint_root_dir": str(tmp_path / "ckpt")}), cluster.plan_cluster(1, 2, 1, None))
     return build_trinity_config(write_yaml(config, tmp_path / "config.yaml"),
                                        run_react_agent, gsm8k_judge)
 

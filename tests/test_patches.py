@@ -17,9 +17,10 @@ from conftest import REPO, as_module
 from rftkit.patches import FSDP_ENGINE, PATCHES
 from rftkit.patches.apply import PatchTargetMoved, applied, replace
 from rftkit.patches.page import markdown
-from rftkit.trainer import layer_levers, ref_model
+from experiments.trainer_speed import layer_levers
+from rftkit.trainer import ref_model
 
-PROCESSES = {"worker", "colocated", "launcher", "vllm server", "gguf conversion"}
+PROCESSES = {"worker", "colocated", "launcher", "vllm server", "gguf conversion", "trainer benchmark"}
 GUARDS = [(patch.name, key, text) for patch in PATCHES.values()
           for guards in (patch.replaces, patch.requires) for key, texts in guards.items() for text in texts]
 
@@ -155,6 +156,7 @@ before = state()
 setup_colocated()
 install("launcher")
 install("vllm server")
+install("trainer benchmark")
 after = state()
 old_modules = {key.partition(":")[0] for key in before}  # a module imported by the patches themselves: not compared
 changed = {key: value for key, value in after.items()

@@ -40,10 +40,10 @@ def bots_run(tmp_path):
     (tmp_path / "train").mkdir()
     pq.write_table(gsm8k_rows(64, np.random.default_rng(0)), tmp_path / "train" / "train.parquet")
     raw = load_yaml(REPO / "configs" / "config_difficulty.yaml")
-    config = resolve_config(raw, {
+    config = cluster.with_plan(resolve_config(raw, {
         "buffer.explorer_input.taskset.path": str(tmp_path / "train"),
         "buffer.explorer_input.eval_tasksets": [], "buffer.batch_size": BATCH,
-        "buffer.total_steps": TOTAL_STEPS, "checkpoint_root_dir": str(tmp_path / "ckpt")},
+        "buffer.total_steps": TOTAL_STEPS, "checkpoint_root_dir": str(tmp_path / "ckpt")}),
         cluster.plan_cluster(1, 2, 1, None))
     return build_trinity_config(write_yaml(config, tmp_path / "config.yaml"),
                                        run_react_agent, gsm8k_judge)

@@ -90,8 +90,8 @@ class Status:
 def trinity_config(tmp_path):
     """The validated config of a 2-step FrozenLake run, checkpoints under tmp_path."""
     raw = load_yaml(REPO / "configs" / "frozenlake.yaml")
-    config = resolve_config(raw, {"checkpoint_root_dir": str(tmp_path), "buffer.total_steps": 2},
-                                   cluster.plan_cluster(1, 2, 1, None))
+    config = cluster.with_plan(resolve_config(raw, {"checkpoint_root_dir": str(tmp_path), "buffer.total_steps": 2}),
+                               cluster.plan_cluster(1, 2, 1, None))
     return validate(config, run_frozen_lake)
 
 

@@ -130,8 +130,8 @@ def test_the_bots_selector_keeps_upstreams_features_and_settings_under_its_new_n
 def test_frozenlake_configs_keep_what_upstreams_main_py_passed_in_code(name, tmp_path):
     """tune(model=TunerModelConfig(...), algorithm=AlgorithmConfig(...)) in upstream's main.py."""
     raw = load_yaml(REPO / "configs" / name)
-    config = validate(resolve_config(raw, {"checkpoint_root_dir": str(tmp_path)}, cluster.plan_cluster(1, 8, 1, None,
-                      configured=6)), run_frozen_lake)
+    config = validate(cluster.with_plan(resolve_config(raw, {"checkpoint_root_dir": str(tmp_path)}),
+                                        cluster.plan_cluster(1, 8, 1, None, configured=6)), run_frozen_lake)
     assert config.model.model_path == "Qwen/Qwen2.5-3B-Instruct"
     assert (config.model.max_model_len, config.model.max_response_tokens) == (25600, 2048)
     assert (config.algorithm.repeat_times, config.buffer.batch_size, config.algorithm.optimizer.lr) == \
@@ -240,7 +240,8 @@ def test_math_micro_batches_are_upstreams_two_sequences_with_the_fused_kernel_th
     ran an H200 out of memory (docs/results/2026-12-01-step-cost.md), so the budget stands only beside verl's
     fused log-prob kernel."""
     raw = load_yaml(REPO / "configs" / name)
-    config = validate(resolve_config(raw, {"checkpoint_root_dir": str(tmp_path)}, cluster.plan_cluster(1, 8, 1, None)),
+    config = validate(cluster.with_plan(resolve_config(raw, {"checkpoint_root_dir": str(tmp_path)}),
+                                        cluster.plan_cluster(1, 8, 1, None)),
                       run_react_agent, gsm8k_judge)
     assert config.trainer.use_dynamic_bsz
     assert config.trainer.max_token_len_per_gpu == 2 * config.model.max_model_len

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import experiments.trainer_speed as package
+from experiments.scales import SCALES
 from experiments.trainer_speed.ceiling import run_ceiling
 from experiments.trainer_speed.profile import summary_line
 from experiments.trainer_speed.report import (GAP, HEADER, add_gaps, compare, packing_changes_nothing, plot,
@@ -22,7 +23,6 @@ from experiments.trainer_speed.worker import run_setting, setup_worker_process
 from rftkit.cli import ArgumentParser, above, at_least
 from rftkit.inputs import read_json, reports_input_errors
 from rftkit.example import REPO
-from runkit.examples import EXAMPLES
 from runkit.steps import run_step
 from runkit.training_flags import require_cuda
 
@@ -64,7 +64,7 @@ def worker_main(args: argparse.Namespace) -> int:
 @reports_input_errors
 def main(argv: list[str] | None = None) -> int:
     parser = ArgumentParser(prog="python -m experiments.trainer_speed", description=package.__doc__)
-    parser.add_argument("examples", nargs="*", metavar="EXAMPLE", help=f"of {list(EXAMPLES)} (default: all)")
+    parser.add_argument("examples", nargs="*", metavar="EXAMPLE", help=f"of {list(SCALES)} (default: all)")
     parser.add_argument("--out", type=Path, default=REPO / "outputs" / "trainer-speed",
                         help="results, logs and the picture (default: %(default)s)")
     parser.add_argument("--settings", nargs="+", choices=list(SETTINGS), default=None,
@@ -91,10 +91,10 @@ def main(argv: list[str] | None = None) -> int:
         if not (args.out / "summary.json").is_file():
             parser.error(f"--out {args.out}: no summary.json there (a run of this benchmark writes it)")
         return report(args.out, read_json(args.out / "summary.json", flag="--out"))
-    unknown = [e for e in args.examples if e not in EXAMPLES]
+    unknown = [e for e in args.examples if e not in SCALES]
     if unknown:
-        parser.error(f"EXAMPLE: unknown {unknown}, expected some of {list(EXAMPLES)}")
-    args.examples = args.examples or list(EXAMPLES)
+        parser.error(f"EXAMPLE: unknown {unknown}, expected some of {list(SCALES)}")
+    args.examples = args.examples or list(SCALES)
 
     import torch
 
@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"trainer speed on {torch.cuda.get_device_name(0)}, torch {torch.__version__}", flush=True)
     summary = {}
     for example in args.examples:
-        scale = EXAMPLES[example].scale
+        scale = SCALES[example]
         work = Path(tempfile.mkdtemp(prefix=f"trainer-speed-{example}-"))
         started = time.time()
         model = build_random_model(work / scale.architecture, scale.architecture, args.tokenizer, device="cuda",

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from experiments.scales import SCALES
 from experiments.trainer_speed.settings import LOGPROB_TOLERANCE, REFERENCE_SETTING, SETTINGS
-from runkit.examples import EXAMPLES
 
 GAP = f"log-prob gap to {REFERENCE_SETTING}"
 IDLE_TOP = 4  # functions named in the table's idle column
@@ -149,7 +149,7 @@ def plot(summary: dict, path: Path) -> None:
         ceiling = summary[example]["ceiling"].get("ceiling")
         if ceiling:
             ax.axhline(ceiling["tokens/s"], color="k", linestyle="--", label=f"bare model fwd+bwd ({ceiling['from']})")
-        ax.set_title(f"{example} ({EXAMPLES[example].scale.architecture} shape, one GPU)")
+        ax.set_title(f"{example} ({SCALES[example].architecture} shape, one GPU)")
         ax.set_ylabel("tokens per second")
         ax.tick_params(axis="x", labelsize=7)
         ax.legend(fontsize=7)

@@ -5,18 +5,13 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+from experiments.scales import SCALES
 from rftkit import lora
-from rftkit.overrides import CHECKPOINTING_KEY, REF_DTYPE_KEY, STRATEGY_KEY
 from rftkit.patches import CHECKPOINT_EVERY_ENV, COMPILE_LAYERS_ENV
-from rftkit.trainer.liger import FUSED_BACKEND_KEY, FUSED_KEY, LIGER_KEY
+from rftkit.keys import (CHECKPOINTING_KEY, FUSED_BACKEND_KEY, FUSED_KEY, LIGER_KEY, OPTIMIZER_ARGS_KEY,
+                         PADDING_KEY, REF_DTYPE_KEY, REF_OFFLOAD_KEY, RESHARD_KEY, STRATEGY_KEY)
 from runkit.examples import EXAMPLES
 
-REF_OFFLOAD_KEY = "trainer.trainer_config.ref.fsdp_config.param_offload"  # rftkit.trainer.ref_model reads it
-# FSDP2's `reshard_after_forward` for the actor (Trinity-RFT 0.6.0 sets it true): false keeps each layer's gathered
-# bf16 weights from its forward to its backward, so the recompute and the backward do not gather them again
-RESHARD_KEY = "trainer.trainer_config.actor.fsdp_config.reshard_after_forward"
-# keyword arguments verl adds to the actor's torch.optim.AdamW
-OPTIMIZER_ARGS_KEY = "trainer.trainer_config.actor.optim.override_optimizer_config"
 # verl's fused log-prob kernel on Triton; with liger, the math configs' trainer
 FUSED = {FUSED_KEY: True, FUSED_BACKEND_KEY: "triton"}
 LIGER_FUSED = {LIGER_KEY: True, **FUSED}
@@ -98,7 +93,7 @@ MORE_SETTINGS = {"frozenlake": ["varlen-ref-cpu", "varlen-32k"]}
 
 def lengths(example: str, seed: int = 0) -> list[tuple[int, int]]:
     """(prompt, reply) token counts of the example's benchmark batch, the same in every process."""
-    scale = EXAMPLES[example].scale
+    scale = SCALES[example]
     rng = random.Random(seed)
     return [(rng.randint(*scale.prompt_tokens), rng.randint(*scale.reply_tokens)) for _ in range(scale.trainer_batch)]
 
@@ -130,7 +125,7 @@ def shipped_budget(example: str) -> int:
 def unfused_budget(example: str) -> int:
     """The budget the packed path fits with the logits held whole: the shipped one, or less (Scale.unfused_budget)."""
     shipped = shipped_budget(example)
-    return min(shipped, EXAMPLES[example].scale.unfused_budget or shipped)
+    return min(shipped, SCALES[example].unfused_budget or shipped)
 
 
 def budget(example: str, setting: str) -> int:
@@ -141,8 +136,8 @@ def budget(example: str, setting: str) -> int:
     chosen = SETTINGS[setting]
     if "trainer.max_token_len_per_gpu" in chosen["overrides"]:
         return chosen["overrides"]["trainer.max_token_len_per_gpu"]
-    if not attention.overrides(chosen["attn"])[attention.PADDING_KEY]:
-        return EXAMPLES[example].scale.padded_budget
+    if not attention.overrides(chosen["attn"])[PADDING_KEY]:
+        return SCALES[example].padded_budget
     return shipped_budget(example) if chosen["overrides"].get(FUSED_KEY) else unfused_budget(example)
 
 
@@ -158,10 +153,11 @@ def trinity_config(example: str, model: Path, work: Path, setting: str):
     # The train batch is the benchmark's batch: one optimizer step per trainer step, as in a launch. Each
     # setting says itself whether it uses verl's fused log-prob kernel, whatever the shipped YAML asks for.
     overrides = {"model.model_path": str(model), "checkpoint_root_dir": str(work / "checkpoints"),
-                 "buffer.train_batch_size": described.scale.trainer_batch, FUSED_KEY: False,
+                 "buffer.train_batch_size": SCALES[example].trainer_batch, FUSED_KEY: False,
                  **attention.overrides(chosen["attn"]), **chosen["overrides"],
                  "trainer.max_token_len_per_gpu": budget(example, setting)}
-    config = resolve_config(load_yaml(config_path), overrides, cluster.plan_cluster(1, 1, 1, None), config_path.name)
+    config = cluster.with_plan(resolve_config(load_yaml(config_path), overrides, config_path.name),
+                               cluster.plan_cluster(1, 1, 1, None))
     lora.adapter_saves(config)  # as the launcher does, where the setting trains an adapter
     lora.use_initial_adapter(config)
     lora.write_initial_adapter(config)

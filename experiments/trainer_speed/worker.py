@@ -16,7 +16,7 @@ from runkit.serving import free_port
 def setup_worker_process(setting: str) -> None:
     """What Ray's worker setup hook does in a trainer process of a launch with this setting."""
     from rftkit import patches, workers
-    from rftkit.patches.apply import install_one
+    from rftkit.patches.apply import install, install_one
 
     os.environ.update(SETTINGS[setting].get("env", {}))  # switches the hook reads (a launch's environment)
     if SETTINGS[setting]["old_setup"]:  # the hook as it was: verl's padding helpers only
@@ -24,6 +24,7 @@ def setup_worker_process(setting: str) -> None:
     else:
         os.environ[patches.WEIGHT_SYNC_DTYPE_ENV] = "bfloat16"  # as the launcher sets it for a colocated run
         workers.setup_colocated()
+        install("trainer benchmark")  # the decoder-layer levers a setting asks for (layer_levers.py)
 
 
 def synced(fn):

@@ -20,6 +20,7 @@ from typing import Any, Callable
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from rftkit import keys
 from rftkit.trinity_plugins import digest
 
 
@@ -175,17 +176,14 @@ PASS_RATE_SUFFIX = "_pass_rate"  # how the reference columns that BOTS reads are
 
 def get_key(config: dict, dotted: str, config_file: str) -> Any:
     """`config["a"]["b"]` for "a.b", or exit naming the key that `config_file` lacks."""
-    node = config
-    for key in dotted.split("."):
-        if not isinstance(node, dict) or key not in node:
-            raise InputError(f"{config_file}: no key {dotted} (expected a Trinity-RFT config like those in configs/)")
-        node = node[key]
-    return node
+    if not keys.has(config, dotted):
+        raise InputError(f"{config_file}: no key {dotted} (expected a Trinity-RFT config like those in configs/)")
+    return keys.get(config, dotted)
 
 
 def tasksets(config: dict, config_file: str = "the config") -> list[tuple[dict, str]]:
     """(taskset, its dotted key) for the training taskset and each eval taskset, or exit naming the one at fault."""
-    get_key(config, "buffer.explorer_input.taskset.path", config_file)  # eval tasksets are optional
+    get_key(config, keys.TRAIN_TASKSET_PATH_KEY, config_file)  # eval tasksets are optional
     explorer_input = config["buffer"]["explorer_input"]
     found = [(explorer_input["taskset"], TRAIN_TASKSET)]
     evals = explorer_input.get("eval_tasksets") or []

@@ -12,6 +12,7 @@ import difflib
 import typing
 from types import UnionType
 
+from rftkit import keys
 from rftkit.inputs import InputError
 
 
@@ -103,8 +104,6 @@ def check_counts(config: dict, source: str) -> None:
     """Refuse a count (or the sampling temperature) of LEAST below its least value, naming its key and `source` (a
     file, or "--set")."""
     for dotted, least in LEAST.items():
-        value = config
-        for part in dotted.split("."):
-            value = value.get(part) if isinstance(value, dict) else None
+        value = keys.get(config, dotted)
         if isinstance(value, (int, float)) and not isinstance(value, bool) and value < least:
             raise InputError(f"{key_in(source, dotted)}: expected {least} or more, got {value}")

@@ -64,7 +64,8 @@ class Patch:
     install: dict[str, str]  # module -> "rftkit.module:function" called with it once it is imported
     replaces: dict[str, tuple[str, ...]]
     processes: tuple[str, ...]  # "worker" (every Ray worker of a run), "colocated" (of a one-GPU run), "launcher",
-    # "vllm server" (runkit.vllm_serve), "gguf conversion" (runkit.serving, for the conversion only)
+    # "vllm server" (runkit.vllm_serve), "gguf conversion" (runkit.serving, for the conversion only), "trainer
+    # benchmark" (experiments.trainer_speed's trainer process)
     switch: Switch = ALWAYS
     requires: dict[str, tuple[str, ...]] = field(default_factory=dict)
     retired_by: str = ""  # the upstream change that would make it unneeded
@@ -121,8 +122,8 @@ PATCHES = _table(
           {f"{FSDP_ENGINE}:FSDPEngine._build_fsdp_module":
            ("if self.engine_config.offload_policy or self.engine_config.forward_only:",)}, ("worker",)),
     Patch("layer_levers", "the trainer's decoder layers compiled, or checkpointed every N-th only (benchmark levers)",
-          VERL, {FSDP_ENGINE: "rftkit.trainer.layer_levers:from_environment"},
-          {f"{FSDP_ENGINE}:FSDPEngine._build_fsdp_module": ()}, ("worker",),
+          VERL, {FSDP_ENGINE: "experiments.trainer_speed.layer_levers:from_environment"},
+          {f"{FSDP_ENGINE}:FSDPEngine._build_fsdp_module": ()}, ("trainer benchmark",),
           Switch(_levers_asked, f"unset {COMPILE_LAYERS_ENV} and {CHECKPOINT_EVERY_ENV}"),
           requires={f"{FSDP_ENGINE}:FSDPEngine._build_model_optimizer":
                     ("module = self._build_module()", "module = self._build_fsdp_module(module)")}),
@@ -216,12 +217,12 @@ PATCHES = _table(
           ("colocated",)),
     Patch("checks.verl_version", "Trinity's config checks read verl's version from its metadata, without importing "
           "verl (seconds of every dry run)", TRINITY,
-          {"trinity.trainer.trainer": "rftkit.trinity_config:verl_version_from_metadata"},
+          {"trinity.trainer.trainer": "rftkit.check_patches:verl_version_from_metadata"},
           {"trinity.trainer.trainer:is_verl_legacy": ("import verl", '"0.8.0"'), "trinity.trainer:is_verl_legacy": ()},
           ("launcher",)),
     Patch("checks.kimi_on_first_call", "Trinity's Kimi-VL decorator imports transformers when first called, not "
           "when its module is (a second of every dry run)", TRINITY,
-          {"trinity.common.patch": "rftkit.trinity_config:kimi_patch_on_first_call"},
+          {"trinity.common.patch": "rftkit.check_patches:kimi_patch_on_first_call"},
           {"trinity.common.patch:kimi_vl_monkey_patch_decorator": ("import transformers",)}, ("launcher",)),
     Patch("gguf.parsed_once", "a GGUF's metadata is parsed once, not three times, while transformers converts it",
           {"gguf": "0.19.0", "transformers": "5.24.0"}, {},

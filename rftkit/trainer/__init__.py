@@ -13,7 +13,6 @@ lora_saves.py        LoRA: the adapter alone written at each sync, and kept in c
 concurrent_start.py  the trainer's workers built while the engine starts (a switch)
 early_runners.py     the workflow runners started while the engine starts (a switch)
 lean_engine.py       a one-GPU rollout engine in two processes instead of four (a switch)
-layer_levers.py      the decoder layers compiled, or checkpointed sparsely (switches the trainer benchmark measures)
 
 They import only each other and rftkit.patches: a worker loads no launcher code.
 """
@@ -23,10 +22,3 @@ They import only each other and rftkit.patches: a worker loads no launcher code.
 # such names as hub kernels to download).
 VARLEN_ATTENTION = "rftkit_varlen"
 
-
-def configured(config: dict, dotted: str):
-    """What a YAML mapping sets at `dotted` ("a.b.c"), or None where it sets nothing."""
-    node = config
-    for key in dotted.split("."):
-        node = node.get(key) if isinstance(node, dict) else None
-    return node

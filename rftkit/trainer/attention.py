@@ -22,14 +22,14 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-from rftkit.trainer import VARLEN_ATTENTION, configured
+from rftkit import keys
+from rftkit.keys import ATTN_KEY, PADDING_KEY
+from rftkit.trainer import VARLEN_ATTENTION
 from rftkit.patches.apply import patch_on_import
 
 # packed_attention and logprobs import torch, so this module imports them only in the workers that
 # run them: choosing the attention, a dry run and --help stay light.
 
-ATTN_KEY = "trainer.trainer_config.model.override_config.attn_implementation"
-PADDING_KEY = "trainer.use_remove_padding"
 TRINITY_DEFAULT_ATTN = "flash_attention_2"  # what Trinity 0.6 passes to verl when the key is unset
 # --attn choice -> (attn_implementation the trainer loads the model with, padding removal)
 SETTINGS = {
@@ -48,7 +48,7 @@ def overrides(choice: str) -> dict:
 
 def configured_attention(config: dict) -> str | None:
     """The attention implementation a YAML mapping sets for the trainer, or None."""
-    return configured(config, ATTN_KEY)
+    return keys.get(config, ATTN_KEY)
 
 
 def choose(requested: str | None, config: dict, settings: dict | None = None) -> tuple[dict, str]:

@@ -22,11 +22,9 @@ from __future__ import annotations
 
 import importlib.util
 
-from rftkit.trainer import configured
+from rftkit import keys
+from rftkit.keys import FUSED_BACKEND_KEY, FUSED_KEY, LIGER_KEY
 
-LIGER_KEY = "trainer.trainer_config.model.use_liger"
-FUSED_KEY, FUSED_BACKEND_KEY = ("trainer.trainer_config.model.use_fused_kernels",
-                                "trainer.trainer_config.model.fused_kernel_options.impl_backend")
 FUSED_BACKENDS = ("triton", "torch")  # what verl 0.8.0's patch_forward_with_backends accepts
 LIGER_CHOICES = ("auto", "on", "off")
 
@@ -38,7 +36,7 @@ def installed() -> bool:
 
 def configured_liger(config: dict) -> bool | None:
     """What a YAML mapping sets for the trainer's `use_liger`, or None."""
-    return configured(config, LIGER_KEY)
+    return keys.get(config, LIGER_KEY)
 
 
 def choose(requested: str | None, config: dict, settings: dict | None = None) -> tuple[dict, str]:
@@ -58,15 +56,15 @@ def describe(config: dict) -> str:
     mapping."""
     layers = ("liger-kernel's RMSNorm, SwiGLU and RoPE" if configured_liger(config)
               else "transformers' own (no liger-kernel)")
-    if configured(config, FUSED_KEY):
-        return f"{layers}; log-probs by verl's fused output-layer kernel ({configured(config, FUSED_BACKEND_KEY)})"
+    if keys.get(config, FUSED_KEY):
+        return f"{layers}; log-probs by verl's fused output-layer kernel ({keys.get(config, FUSED_BACKEND_KEY)})"
     return layers
 
 
 def fused_backend_problem(config: dict, config_name: str) -> str | None:
     """Why the fused log-prob kernel cannot run as configured anywhere (no backend verl knows), or None."""
-    backend = configured(config, FUSED_BACKEND_KEY)
-    if configured(config, FUSED_KEY) and backend not in FUSED_BACKENDS:
+    backend = keys.get(config, FUSED_BACKEND_KEY)
+    if keys.get(config, FUSED_KEY) and backend not in FUSED_BACKENDS:
         # verl 0.8.0 then leaves the model's forward as it is, and its fused path fails on the first step
         return (f"{config_name}: {FUSED_KEY} is true but {FUSED_BACKEND_KEY} is {backend!r}; expected one of "
                 f"{', '.join(FUSED_BACKENDS)}, or set {FUSED_KEY}=false.")
