@@ -103,6 +103,7 @@ def build_config(name: str, data: Path, scratch: Path, steps: int, features: lis
     from math_bots.example import MATH
     from rftkit import cluster
     from rftkit.overrides import load_yaml, resolve_config, write_yaml
+    from rftkit.check_patches import no_gpu_banner
     from rftkit.trinity_config import build_trinity_config
 
     raw = load_yaml(MATH.config_path(SELECTORS[name]))
@@ -113,7 +114,8 @@ def build_config(name: str, data: Path, scratch: Path, steps: int, features: lis
         "buffer.total_steps": steps,
         **({"buffer.explorer_input.taskset.data_selector.feature_keys": features} if name == "bots" else {}),
         "checkpoint_root_dir": str(scratch / name)}), cluster.plan_cluster(1, 2, 1, None))
-    return build_trinity_config(write_yaml(config, scratch / f"{name}.yaml"), MATH.workflow, MATH.judge)
+    with no_gpu_banner():  # a CPU benchmark: Trinity's boxed NO GPU DETECTED error would be noise
+        return build_trinity_config(write_yaml(config, scratch / f"{name}.yaml"), MATH.workflow, MATH.judge)
 
 
 async def simulate(config, latent: np.ndarray, steps: int) -> dict[str, np.ndarray]:

@@ -88,7 +88,7 @@ def report_rows(report: dict) -> list[str]:
 
 def policy_panels(overall, by_size, reports: dict[str, dict], emphasize_first: bool = False) -> None:
     """Draw `reports` (name -> report.json) side by side, one colour each in the order given: success
-    rate with its interval and invalid-move rate as bars on `overall`, success by map size as lines on
+    rate with its interval and invalid-action rate as bars on `overall`, success by map size as lines on
     `by_size` (the first line thicker with `emphasize_first`)."""
     width = 0.8 / len(reports)
     sizes = sorted({size for r in reports.values() for size in r["by_size"]}, key=int)
@@ -100,14 +100,14 @@ def policy_panels(overall, by_size, reports: dict[str, dict], emphasize_first: b
         overall.bar(1 + x, r["invalid_action_rate"] or 0.0, width, color=f"C{i}")
         by_size.plot([int(s) for s in sizes], [r["by_size"].get(s, {}).get("rate") for s in sizes], marker="o",
                      color=f"C{i}", label=name, linewidth=3 if emphasize_first and i == 0 else 1.5)
-    overall.set_xticks([0, 1], ["success rate (95% CI)", "invalid-move rate"])
+    overall.set_xticks([0, 1], ["success rate (95% CI)", "invalid-action rate"])
     by_size.set_xticks([int(s) for s in sizes])
     by_size.set_xlabel("map size")
     by_size.set_title("success rate by map size")
 
 
 def chart(report: dict):
-    """chart.png's figure: success and invalid moves beside the baselines, success by map size against them,
+    """chart.png's figure: success and invalid actions beside the baselines, success by map size against them,
     and how episodes ended."""
     from rftkit.reports.plots import plt
 

@@ -25,6 +25,13 @@ _NUMBER_AND_UNIT = re.compile(
     r"\$?\s*(?P<number>-?(?:\d{1,3}(?:[, ]\d{3})+|\d+)(?:\.\d+)?)"
     r"(?:\s*%|(?P<words>(?:\s+[A-Za-z]+)+))?\.?"
 )
+# TeX's spacing commands, each read as a space: the thin, medium and thick spaces and their names, the
+# negative thin space, the control space, \quad and \qquad, \enspace, \space, \hspace{..}, \hskip and \kern
+# with their lengths, and the tie ~. Letters after a named command would make it another command.
+_TEX_SPACE = re.compile(
+    r"\\(?:[,:;! ]|(?:quad|qquad|enspace|thinspace|medspace|thickspace|negthinspace|negmedspace|negthickspace"
+    r"|space)(?![A-Za-z])|hspace\*?\{[^{}]*\}|(?:hskip|kern|mkern|mskip)\s*-?[\d.]+\s*(?:pt|em|ex|mu|px)?)|~"
+)
 # Words that change the number before them ("5 hundred", "2 dozen", "3 and a half", "4 fifths",
 # "5 squared"); an answer ending in one of these is not reduced to its number.
 _VALUE_WORDS = frozenset(
@@ -54,8 +61,9 @@ def bare_number(boxed: str) -> str | None:
         answer = remove_boxed(boxed)
     except AssertionError:  # \fbox{} or an unclosed box: nothing to reduce
         return None
+    # spaces before \text{}: "50\\quad\\text{dollars}" is "50 dollars", where "50\\quaddollars" would be nothing
+    answer = re.sub(r"\s+", " ", _TEX_SPACE.sub(" ", answer))
     answer = re.sub(r"\\(?:text|textrm|mbox|mathrm)\{([^{}]*)\}", r"\1", answer)
-    answer = re.sub(r"\\[,;: ]", " ", answer)  # LaTeX spaces, as in 50\,\% or 18\,000
     answer = answer.replace("{,}", ",").replace("\\%", "%").replace("\\$", "$").strip()
     match = _NUMBER_AND_UNIT.fullmatch(answer)
     if match is None:

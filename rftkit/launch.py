@@ -31,7 +31,7 @@ from rftkit.inputs import InputError
 from rftkit.inputs.config_keys import check_counts, check_sections, check_set_key
 from rftkit.overrides import apply_overrides, load_yaml, parse_override, resolve_config, write_yaml
 from rftkit.check_patches import no_gpu_banner
-from rftkit.summary import summarize
+from rftkit.summary import NOT_CHECKED, summarize
 from rftkit.trinity_config import validate
 
 NO_GPU_MESSAGE = ("error: training needs a CUDA GPU (Trinity-RFT's vLLM engines and FSDP trainer; one GPU holds both) "
@@ -171,6 +171,7 @@ def _launch(args, workflow_func, judge_func, data, check_data) -> int:
         print(f"adapted to this machine: {adapted_lines or 'nothing'}")
         if unloadable:  # valid, and possibly meant for another machine: this one would refuse it at launch
             print(f"not on this machine (a launch here refuses it): {unloadable}")
+        print(f"not checked by a dry run: {'; '.join(NOT_CHECKED)}")
         print("dry run: the config is valid; nothing was launched")
         return 0
 

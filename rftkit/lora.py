@@ -129,7 +129,20 @@ def adapter_saves(config: dict) -> None:
 
 def peft_model(model_path: Path, settings: dict):
     """PEFT's model of the adapter (`settings_of`'s) on the model's shape, on PyTorch's meta device (no weights,
-    no memory); an InputError naming the modules where the model has none of them."""
+    no memory); an InputError naming the modules where the model has none of them. Built once per model and
+    adapter in a process: a launch's summary and its initial adapter both read it."""
+    key = (str(Path(model_path).resolve()),
+           *(repr(settings.get(name)) for name in ("lora_rank", "lora_alpha", "target_modules", "exclude_modules")))
+    if key not in _built:
+        _built.clear()  # the last one only
+        _built[key] = _build_peft_model(Path(model_path), settings)
+    return _built[key]
+
+
+_built: dict[tuple, object] = {}
+
+
+def _build_peft_model(model_path: Path, settings: dict):
     import torch
     from peft import LoraConfig, get_peft_model
     from transformers import AutoConfig, AutoModelForCausalLM

@@ -9,6 +9,14 @@ from rftkit import keys
 from rftkit.keys import CHECKPOINTING_KEY
 from rftkit.trainer import attention, liger
 
+# What a dry run does not check, each with where it is checked instead; printed with its summary.
+NOT_CHECKED = (
+    "whether the model and its micro-batches fit the GPUs' memory (Trinity estimates it only where the GPUs are)",
+    "that vLLM starts with this model and these engine arguments (the launch's first minutes)",
+    "the workflow on a task (scripts/evaluate.py plays some)",
+    "arguments a plugin hands on to other code (through its **kwargs)",
+    "hub model ids and datasets, which the launch fetches",
+)
 
 def summarize(config, attention_reason: str = "", liger_reason: str = "", lora_line: str | None = None) -> str:
     """A readable account of what a validated Trinity config will run; `attention_reason` and

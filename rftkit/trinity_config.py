@@ -111,7 +111,7 @@ def source_of(message: str, set_values: list[tuple[str, Any]]) -> str | None:
     whose text value it quotes as a word (Trinity names an unknown registry entry by its value); else None."""
     for key, value in reversed(list(set_values)):
         quoted = isinstance(value, str) and re.search(rf"(?<![\w.-]){re.escape(value)}(?![\w.-])", message)
-        if message.startswith(f"{key}:") or quoted:
+        if message.startswith((f"{key}:", f"{key}.")) or quoted:
             return f"--set {key}={value}"
     return None
 
@@ -128,6 +128,98 @@ def build_trinity_config(config_path: str | Path, workflow_func: Callable, judge
         check_judge_function(judge_func)
     config = _to_trinity_config(config_path=str(config_path), workflow_func=workflow_func, judge_func=judge_func)
     return config.check_and_update()
+
+
+# (the algorithm's field naming a plugin, the trinity.algorithm registry it is built from); its `<field>_args`
+# become the plugin's constructor's keyword arguments
+ALGORITHM_PLUGINS = (("advantage_fn", "ADVANTAGE_FN"), ("kl_penalty_fn", "KL_FN"), ("kl_loss_fn", "KL_FN"),
+                     ("policy_loss_fn", "POLICY_LOSS_FN"), ("entropy_loss_fn", "ENTROPY_LOSS_FN"),
+                     ("sample_strategy", "SAMPLE_STRATEGY"))
+
+
+def accepted_names(cls: type) -> set[str] | None:
+    """The keyword arguments `cls(...)` reads: its constructors' named parameters along the MRO, and the names
+    a `**kwargs` is read by (`.get`, `.pop`, `[...]`); None where a `**kwargs` goes anywhere else, so that what
+    it takes cannot be known here. A `**kwargs` that is never read takes nothing: a name in it is ignored."""
+    import ast
+    import inspect
+    import textwrap
+
+    names: set[str] = set()
+    for klass in cls.__mro__[:-1]:  # object's takes nothing
+        init = klass.__dict__.get("__init__")
+        if init is None:
+            continue
+        params = inspect.signature(init).parameters
+        names |= {name for name, p in params.items() if name != "self" and p.kind not in (p.VAR_KEYWORD,
+                                                                                           p.VAR_POSITIONAL)}
+        rest = next((name for name, p in params.items() if p.kind is p.VAR_KEYWORD), None)
+        if rest is None:
+            return names
+        try:
+            tree = ast.parse(textwrap.dedent(inspect.getsource(init)))
+        except (OSError, TypeError, SyntaxError):
+            return None
+        parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+        to_super = False
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Name) and node.id == rest):
+                continue
+            up = parents.get(node)
+            call = parents.get(up)
+            if (isinstance(up, ast.Attribute) and up.attr in ("get", "pop") and isinstance(call, ast.Call)
+                    and call.args and isinstance(call.args[0], ast.Constant)):
+                names.add(call.args[0].value)
+            elif isinstance(up, ast.Subscript) and isinstance(up.slice, ast.Constant):
+                names.add(up.slice.value)
+            elif isinstance(up, ast.keyword) and up.arg is None and ast.unparse(call.func) == "super().__init__":
+                to_super = True
+            else:  # stored, or handed to other code
+                return None
+        if not to_super:
+            return names
+    return names
+
+
+def args_problem(where: str, kind: str, cls: type, args: dict) -> str | None:
+    """Why `cls(**args)` would not use an argument (a name it does not read) or fail on it (a number given as
+    something else), or None."""
+    import difflib
+    import inspect
+
+    known = accepted_names(cls)
+    defaults = {name: p.default for name, p in inspect.signature(cls.__init__).parameters.items()}
+    for name, value in args.items():
+        if known is not None and name not in known:
+            close = difflib.get_close_matches(str(name), sorted(known), n=1)
+            return (f"{where}.{name}: not a setting of {kind} (it reads {', '.join(sorted(known)) or 'none'})"
+                    + (f"; did you mean {close[0]}?" if close else ""))
+        default = defaults.get(name)
+        is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if isinstance(default, (int, float)) and not isinstance(default, bool) and value is not None and not is_number:
+            return f"{where}.{name}: {kind} reads a number here, got {value!r}"
+    return None
+
+
+def plugin_args_problem(trinity_config) -> str | None:
+    """The first argument of the algorithm's plugins (advantage, KL, losses, sample strategy) or of an experience
+    operator that its class cannot take, checked against the class Trinity will build; None if all fit."""
+    import trinity.algorithm as algorithm
+    from trinity.buffer.operators import EXPERIENCE_OPERATORS
+
+    config = trinity_config.algorithm
+    found = [(f"algorithm.{field}_args", f"{field} {getattr(config, field)!r}",
+              getattr(algorithm, registry).get(getattr(config, field)), getattr(config, f"{field}_args") or {})
+             for field, registry in ALGORITHM_PLUGINS if getattr(config, field)]
+    pipeline = trinity_config.data_processor.experience_pipeline
+    for index, operator in enumerate(pipeline.operators if pipeline else []):
+        found.append((f"data_processor.experience_pipeline.operators.{index}.args", f"operator {operator.name!r}",
+                      EXPERIENCE_OPERATORS.get(operator.name), operator.args or {}))
+    for where, kind, cls, args in found:
+        problem = cls is not None and isinstance(args, dict) and args_problem(where, kind, cls, args)
+        if problem:
+            return problem
+    return None
 
 
 def validate(config: dict, workflow_func: Callable, judge_func: Callable | None = None,
@@ -148,6 +240,9 @@ def validate(config: dict, workflow_func: Callable, judge_func: Callable | None 
             message = one_line(exc)
             raise InputError(f"{source_of(message, set_values) or config_file}: {message}{known_names(message)}") \
                 from None
+        message = plugin_args_problem(trinity_config)  # which Trinity passes on unread, to fail at the first step
+        if message:
+            raise InputError(f"{source_of(message, set_values) or config_file}: {message}")
     sys.stdout.write(held.getvalue())  # valid: Trinity's notes on it, which a refusal leaves out
     trinity_config.checkpoint_root_dir = config["checkpoint_root_dir"]
     trinity_config.checkpoint_job_dir = trinity_config.get_checkpoint_job_dir()

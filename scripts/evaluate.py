@@ -59,11 +59,10 @@ def model_factory(args, identity: dict):
         identity.update(base_url=args.base_url, model_name=args.model_name)
         yield openai_model(args.base_url, args.model_name, os.environ.get(args.api_key_env, "EMPTY"))
     elif args.model == "vllm":
-        import tempfile
-
         from runkit.serving import SERVED_NAME, engine_flags, vllm_server
 
-        log_file = Path(tempfile.mkdtemp(prefix="evaluate-vllm-")) / "serve.log"
+        args.out.mkdir(parents=True, exist_ok=True)
+        log_file = args.out / "vllm-serve.log"  # beside the report it served
         flags = engine_flags(EXAMPLES[args.task].config_path(), args.model_path)
         with vllm_server(args.model_path, args.model_path, log_file, args.max_model_len, flags,
                          adapter=args.adapter) as base_url:
@@ -132,13 +131,22 @@ def play_baselines(example: Example, tasks: list[dict], args, seen: list[bool] |
 
 # ---------------------------------------------------------------- reports
 
+def titled_chart(example: Example, report: dict, title: str):
+    """The example's chart under `title`, wrapped to the figure's width: a model's path is often wider than a
+    one-panel chart."""
+    import textwrap
+
+    fig = example.report().chart(report)
+    # about 8 of the title's characters an inch; a path has no spaces, so it is cut anywhere but at a hyphen
+    fig.suptitle(textwrap.fill(title, width=int(fig.get_figwidth() * 8), break_on_hyphens=False))
+    fig.tight_layout()
+    return fig
+
+
 def draw_chart(example: Example, report: dict, title: str, path: Path) -> None:
     from rftkit.reports.plots import save_png
 
-    fig = example.report().chart(report)
-    fig.suptitle(title)
-    fig.tight_layout()
-    save_png(fig, path)
+    save_png(titled_chart(example, report, title), path)
 
 
 def markdown(example: Example, report: dict, header: dict) -> str:

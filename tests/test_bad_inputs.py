@@ -276,6 +276,20 @@ CASES = [
      "error: --set buffer.explorer_input.taskset.task_selector.selector_type=randm: Invalid module key: randm; did "
      "you mean random? Trinity's selectors: difficulty_based, difficulty_based_resumable, offline_easy2hard, "
      "random, sequential, shuffle"),
+    ("advantage-arg-misspelled", nothing, [*FROZENLAKE_MAIN, "--set", "algorithm.advantage_fn_args.epsilonn=1"],
+     "error: --set algorithm.advantage_fn_args.epsilonn=1: algorithm.advantage_fn_args.epsilonn: not a setting of "
+     "advantage_fn 'step_wise_grpo' (it reads enable_step_norm, epsilon, std_cal_level, std_threshold); did you "
+     "mean epsilon?"),
+    ("kl-coef-not-a-number", nothing, [*FROZENLAKE_MAIN, "--set", "algorithm.kl_loss_fn_args.kl_coef=abc"],
+     "error: --set algorithm.kl_loss_fn_args.kl_coef=abc: algorithm.kl_loss_fn_args.kl_coef: kl_loss_fn "
+     "'low_var_kl' reads a number here, got 'abc'"),
+    ("operator-arg-it-ignores", nothing,
+     [*MATH_MAIN, "--set",
+      "data_processor.experience_pipeline.operators=[{{name: pass_rate_calculator, args: {{x: 1}}}}]"],
+     "error: --set data_processor.experience_pipeline.operators=[{{'name': 'pass_rate_calculator', "
+     "'args': {{'x': 1}}}}]: "
+     "data_processor.experience_pipeline.operators.0.args.x: not a setting of operator 'pass_rate_calculator' (it "
+     "reads none)"),
     ("engines-beside-the-trainer-on-one-gpu", nothing, [*FROZENLAKE_MAIN, "--gpus", "1", "--engines", "2"],
      "error: --engines 2: one GPU holds one rollout engine beside the trainer; give --engines 1, or plan more GPUs"),
     ("bots-split-without-pass-rates", lambda t: splits(t / "gsm", MATH, MATH),
@@ -328,6 +342,50 @@ def test_the_bots_kwargs_checked_are_those_trinitys_selector_reads():
     source = inspect.getsource(DifficultyBasedSelector)
     read = set(re.findall(r"(?:kwargs|config)\.get\(\s*\"(\w+)\"", source))
     assert read == set(BOTS_KWARGS)
+
+
+class Base:
+    def __init__(self, kl_coef: float = 0.1):
+        self.kl_coef = kl_coef
+
+
+class ReadsByName(Base):
+    def __init__(self, epsilon: float = 1e-6, **kwargs):
+        self.scale = kwargs.get("scale", 1.0)
+        self.mode = kwargs["mode"]
+
+
+class PassesOn(Base):
+    def __init__(self, epsilon: float = 1e-6, **kwargs):
+        super().__init__(**kwargs)
+
+
+class Ignores(Base):
+    def __init__(self, **kwargs):
+        pass
+
+
+class Keeps(Base):
+    def __init__(self, **kwargs):
+        self.options = kwargs
+
+
+@pytest.mark.parametrize("cls,names", [
+    (ReadsByName, {"epsilon", "scale", "mode"}),
+    (PassesOn, {"epsilon", "kl_coef"}),
+    (Ignores, set()),  # what Trinity-RFT 0.6.0's pass_rate_calculator and default sample strategy do
+    (Keeps, None),  # read elsewhere: not known here, so not refused
+])
+def test_a_plugins_arguments_are_what_its_constructors_read(cls, names):
+    from rftkit.trinity_config import accepted_names, args_problem
+
+    assert accepted_names(cls) == names
+    problem = args_problem("algorithm.x_args", "x 'it'", cls, {"epsilonn": 1})
+    assert (problem is None) == (names is None)
+    if names and "epsilon" in names:
+        assert problem.endswith("did you mean epsilon?")
+        assert args_problem("algorithm.x_args", "x 'it'", cls, {"epsilon": "small"}) == \
+            "algorithm.x_args.epsilon: x 'it' reads a number here, got 'small'"
 
 
 def test_a_dry_run_says_what_this_machine_would_refuse(tmp_path):

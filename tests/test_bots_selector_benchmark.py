@@ -33,6 +33,7 @@ def test_bots_finds_the_few_tasks_the_measured_model_can_partly_solve(tmp_path):
     # Random draws an informative task 1 time in 8; BOTS, once its priors form, almost always.
     assert random < 0.25 and bots > 2 * random, result.stdout[-1500:]
     assert "selector time per batch" not in result.stdout
+    assert "NO GPU DETECTED" not in result.stdout + result.stderr, "Trinity's box, for a benchmark meant for a CPU"
     assert (tmp_path / "plot.png").is_file() and len((tmp_path / "plot.csv").read_text().splitlines()) == 31
 
 

@@ -111,6 +111,8 @@ def test_a_dry_run_validates_with_trinity_without_importing_verl(frozenlake_data
     result = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert "dry run: the config is valid" in result.stdout, result.stderr[-2000:]
     assert result.stdout.strip().splitlines()[-1] == "loaded: []"
+    not_checked = next(line for line in result.stdout.splitlines() if line.startswith("not checked by a dry run: "))
+    assert "the GPUs' memory" in not_checked and "that vLLM starts" in not_checked
 
 
 def test_verls_version_is_read_as_trinity_reads_it_and_a_moved_check_fails():

@@ -181,6 +181,29 @@ def test_math_through_an_openai_compatible_endpoint(tmp_path):
     assert report["tool_calls_mean"] == 0.0
 
 
+# What each example's chart reads of report.json.
+CHART_REPORTS = {
+    "math": {"episodes": 30, "accuracy": 0.4, "accuracy_ci95": [0.25, 0.58], "format_rate": 0.9},
+    "frozenlake": {"success_rate": 0.3, "success_rate_ci95": [0.2, 0.4], "invalid_action_rate": 0.05,
+                   "by_size": {"2": {"rate": 0.8}, "6": {"rate": 0.1}}, "termination": {"goal": 3, "hole": 7}},
+}
+
+
+@pytest.mark.parametrize("task", list(CHART_REPORTS))
+def test_a_long_title_stays_inside_the_chart(task):
+    """report.json's header (task / split / model path) above each example's chart, wrapped to its width."""
+    from runkit.examples import EXAMPLES
+
+    title = (f"{task} / test / /home/someone/checkpoints/AgentScope-MathBOTS/math-difficulty/global_step_60/"
+             f"actor/huggingface")
+    fig = evaluate.titled_chart(EXAMPLES[task], CHART_REPORTS[task], title)
+    fig.canvas.draw()
+    box, inside = fig._suptitle.get_window_extent(), fig.bbox
+    assert inside.x0 <= box.x0 and box.x1 <= inside.x1 and box.y1 <= inside.y1, (box, inside)
+    assert fig._suptitle.get_text().split() != [title] and "".join(fig._suptitle.get_text().split()) == \
+        "".join(title.split()), "wrapped, every character kept"
+
+
 def test_a_server_that_refuses_the_tool_fails_the_run_with_its_error(tmp_path, capsys):
     """`vllm serve` without a tool parser (runkit.serving.engine_flags adds the config's) refuses every
     request of the math agent, which offers its Python tool: that is a failed evaluation, not accuracy 0."""

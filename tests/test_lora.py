@@ -174,6 +174,27 @@ def test_the_engines_first_adapter_leaves_the_model_as_it_is(tmp_path, qwen2):
     assert torch.equal(adapted(ids).logits, expected)
 
 
+def test_a_launch_builds_the_adapters_meta_model_once(tmp_path, qwen2, monkeypatch):
+    """The summary's count and the initial adapter read one PEFT model of the same settings."""
+    from transformers import AutoModelForCausalLM
+
+    built = []
+    from_config = AutoModelForCausalLM.from_config
+    monkeypatch.setattr(AutoModelForCausalLM, "from_config", lambda *a, **k: built.append(1) or from_config(*a, **k))
+    monkeypatch.setattr(lora, "_built", {})
+    settings = {"lora_rank": 4, "lora_alpha": 8, "target_modules": lora.target_modules(["q_proj"])}
+    config = {"model": {"model_path": str(qwen2), "lora_configs": [settings]},
+              "checkpoint_root_dir": str(tmp_path), "project": "p", "name": "n"}
+    monkeypatch.setattr(lora, "check_servable", lambda model_path: None)  # vLLM's registry: not this test's
+    assert "LoRA rank 4 on q_proj" in lora.describe(config)
+    lora.use_initial_adapter(config)
+    lora.write_initial_adapter(config)
+    assert built == [1]
+    settings["lora_rank"] = 8  # another adapter: built again
+    lora.describe(config)
+    assert built == [1, 1]
+
+
 def test_module_names_survive_trinitys_string_form():
     for names in (["q_proj"], ["q_proj", "v_proj"], ["mlp.down_proj"]):
         target = lora.target_modules(names)

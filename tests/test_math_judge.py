@@ -79,3 +79,30 @@ def test_ground_truth_parsing():
     assert ground_truth("He pays 3 * 4 = 12.\n#### 12") == "12"
     assert ground_truth("#### \\frac{1}{2} ") == "\\frac{1}{2}"
     assert ground_truth(204) == "204"
+
+
+# Every TeX spacing command math_bots.judge reads as a space, as a model writes it.
+TEX_SPACES = ["\\,", "\\:", "\\;", "\\!", "\\ ", "~", "\\quad", "\\qquad", "\\enspace", "\\thinspace",
+              "\\medspace", "\\thickspace", "\\negthinspace", "\\space ", "\\hspace{1em}", "\\hspace*{2pt}",
+              "\\hskip 2pt", "\\kern1em", "\\mkern 3mu", " \\, "]
+
+
+@pytest.mark.parametrize("space", TEX_SPACES)
+@pytest.mark.parametrize("template,truth", [
+    ("{n}{space}\\text{{dollars}}", "50"),
+    ("\\text{{{n}{space}dollars}}", "50"),
+    ("{n}{space}\\%", "50"),
+    ("\\${n}{space}\\text{{ dollars}}", "50"),
+    ("18{space}000", "18000"),
+])
+def test_tex_spacing_between_a_number_and_its_unit_is_a_space_of_every_kind(space, template, truth):
+    import re
+
+    task = {"question": "?", "answer": f"Some working.\n#### {truth}"}
+    if re.search(r"\\[A-Za-z]+$", space) and re.search(r"\{space\}[A-Za-z]", template):
+        space += " "  # as TeX needs it: "\quad dollars", since "\quaddollars" is another command
+    for number, accuracy in ((truth if "{n}" in template else "", 1.0), (str(int(truth) + 1), 0.0)):
+        boxed = template.format(n=number, space=space) if "{n}" in template else \
+            template.format(space=space).replace("000", "000" if accuracy else "001")
+        out = asyncio.run(gsm8k_judge(task, Msg("react_agent", f"\\boxed{{{boxed}}}", "assistant"), None))
+        assert out.reward == accuracy, boxed

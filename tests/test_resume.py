@@ -34,11 +34,13 @@ def state_manager(monkeypatch):
     return module.StateManager
 
 
-@pytest.fixture
-def bots_run(tmp_path):
-    """config_difficulty.yaml as the launcher resolves it: 64 tasks, batch 4, 8 explore steps."""
-    (tmp_path / "train").mkdir()
-    pq.write_table(gsm8k_rows(64, np.random.default_rng(0)), tmp_path / "train" / "train.parquet")
+def resolved_bots_run(machine):
+    """config_difficulty.yaml as the launcher resolves it on a machine whose files lie under `machine`: 64 tasks,
+    batch 4, 8 explore steps."""
+    tmp_path = machine
+    if not (tmp_path / "train").is_dir():
+        (tmp_path / "train").mkdir(parents=True)
+        pq.write_table(gsm8k_rows(64, np.random.default_rng(0)), tmp_path / "train" / "train.parquet")
     raw = load_yaml(REPO / "configs" / "config_difficulty.yaml")
     config = cluster.with_plan(resolve_config(raw, {
         "buffer.explorer_input.taskset.path": str(tmp_path / "train"),
@@ -47,6 +49,11 @@ def bots_run(tmp_path):
         cluster.plan_cluster(1, 2, 1, None))
     return build_trinity_config(write_yaml(config, tmp_path / "config.yaml"),
                                        run_react_agent, gsm8k_judge)
+
+
+@pytest.fixture
+def bots_run(tmp_path):
+    return resolved_bots_run(tmp_path)
 
 
 async def explore_step(scheduler, state, step: int) -> list[int] | None:
@@ -119,6 +126,38 @@ def test_a_killed_bots_run_resumes_from_the_trainer_checkpoint(bots_run, state_m
     assert all(np.array_equal(a, b) for a, b in zip(posteriors, reference_posteriors))
     assert json.loads((job / "explorer_meta.step_6.json").read_text())["latest_iteration"] == 6, \
         "the abandoned state is kept beside the others"
+
+
+def test_a_run_copied_to_another_machine_goes_on_from_its_checkpoint(state_manager, tmp_path, capsys):
+    """docs/gpu.md, resuming on another machine: the run's folder and its data copied to other paths, the same
+    command with --checkpoint-dir at the copy. Nothing a resume reads names the first machine's paths; the
+    explorer and the BOTS posteriors go on from the trainer's checkpoint as an uninterrupted run would."""
+    import shutil
+
+    first, second = tmp_path / "machine-a", tmp_path / "elsewhere" / "machine-b"
+    reference_run = resolved_bots_run(tmp_path / "reference")
+    _, reference, reference_posteriors = explore(reference_run, state_manager)
+
+    run = resolved_bots_run(first)
+    explore(run, state_manager, stop_after=6)  # the first hold ends after explore step 6; the trainer saved step 4
+    job = first / "ckpt" / run.project / run.name
+    trainer_saved(job, 4)
+    second.parent.mkdir(parents=True)
+    shutil.copytree(first, second)  # what a user carries: the run's folder (and the same data)
+    shutil.rmtree(first)
+    resumed_run = resolved_bots_run(second)
+    moved = second / "ckpt" / run.project / run.name
+    assert resumed_run.checkpoint_job_dir == str(moved)
+    read_on_resume = [moved / run_state.TRACKER, moved / "trainer_meta.json", *moved.glob("explorer_meta*.json")]
+    assert all(str(first) not in path.read_text() for path in read_on_resume if path.is_file())
+
+    point = run_state.rewind(moved)
+    assert (point.trainer_step, point.explorer_step) == (4, 4)
+    capsys.readouterr()
+    last, resumed, posteriors = explore(resumed_run, state_manager)
+    assert f"restored the posteriors of 64 tasks at index {4 * BATCH}" in capsys.readouterr().out
+    assert last == TOTAL_STEPS and resumed == {step: reference[step] for step in (5, 6, 7, 8)}
+    assert all(np.array_equal(a, b) for a, b in zip(posteriors, reference_posteriors))
 
 
 def test_a_relaunch_that_finds_the_named_checkpoint_torn_goes_on_from_the_one_before(bots_run, state_manager,
