@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import sys
 
 from rftkit import patches, trinity_plugins, workers
+from rftkit.inputs import InputError
 from rftkit.trainer import colocate
 
 # Rollout engines get this share of the GPUs; the trainer gets the rest.
@@ -115,14 +117,40 @@ def local_gpus() -> int:
     return torch.cuda.device_count()
 
 
+RAY_ADDRESS_ENV = "RAY_ADDRESS"
+PROBE_S = 3.0  # how long a cluster's GCS has to answer before it counts as gone
+
+
+def cluster_to_join() -> str | None:
+    """The Ray cluster a launch joins, if any: the one RAY_ADDRESS names, else the one `ray start` last recorded
+    on this machine (Ray's address file: how docs/gpu.md starts several nodes), if it answers within PROBE_S.
+    A cluster another process started with ray.init() (a test suite's) is not joined. An address in
+    RAY_ADDRESS that does not answer is refused; one the address file kept after its cluster stopped, ignored."""
+    from ray._private.utils import read_ray_address  # Ray 2.60's reader of the file `ray start` writes
+
+    asked = os.environ.get(RAY_ADDRESS_ENV) or None
+    address = asked if asked not in (None, "auto") else read_ray_address()
+    if not address or address.startswith("ray://"):  # none; or Ray's client, which answers for itself
+        return address or None
+    host, _, port = address.rpartition(":")
+    try:
+        socket.create_connection((host or "127.0.0.1", int(port)), timeout=PROBE_S).close()
+    except (OSError, ValueError):
+        if asked not in (None, "auto"):
+            raise InputError(f"{RAY_ADDRESS_ENV}={asked}: no Ray cluster answers there within {PROBE_S:.0f} s; "
+                             f"start it, or unset {RAY_ADDRESS_ENV} to run on this machine's own Ray") from None
+        return None
+    return address
+
+
 def detect_cluster() -> tuple[int, int]:
-    """(nodes, GPUs per node) of a running Ray cluster, else of this machine."""
+    """(nodes, GPUs per node) of the Ray cluster the launch will join (`cluster_to_join`), else of this machine."""
+    address = cluster_to_join()
+    if address is None:
+        return 1, local_gpus()
     import ray
 
-    try:
-        ray.init(address="auto", logging_level="ERROR", log_to_driver=False)
-    except ConnectionError:
-        return 1, local_gpus()
+    ray.init(address=address, logging_level="ERROR", log_to_driver=False)
     try:
         gpu_nodes = [n["Resources"].get("GPU", 0) for n in ray.nodes() if n["Alive"] and n["Resources"].get("GPU")]
     finally:
@@ -164,14 +192,9 @@ def connect_ray(trinity_config, timeline: os.PathLike | None = None) -> None:
 
 
 def ensure_ray() -> bool:
-    """Start a local Ray head unless a cluster is reachable; True if we started it."""
-    import ray
-
-    try:
-        ray.init(address="auto", logging_level="ERROR", log_to_driver=False)
-        ray.shutdown()
+    """Start a local Ray head unless there is a cluster to join (`cluster_to_join`); True if we started it."""
+    if cluster_to_join() is not None:
         return False
-    except ConnectionError:
-        print("no Ray cluster running: starting a local head (ray start --head)", flush=True)
-        ray_cli("start", "--head", "--disable-usage-stats")
-        return True
+    print("no Ray cluster to join: starting a local head (ray start --head)", flush=True)
+    ray_cli("start", "--head", "--disable-usage-stats")
+    return True
