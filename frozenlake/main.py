@@ -14,6 +14,7 @@ from dataclasses import replace
 
 from frozenlake.example import FROZENLAKE
 from rftkit.cli import ArgumentParser, exit_now
+from rftkit.example import in_checkout
 from rftkit.inputs import reports_input_errors
 from rftkit.launch import add_arguments, launch
 
@@ -24,11 +25,11 @@ def main(argv: list[str] | None = None) -> int:
     add_arguments(parser, default_config=str(FROZENLAKE.config_path()))
     parser.add_argument("--data-dir", help="folder with train.parquet and test.parquet, from "
                                            "scripts/get_frozenlake_data.py (default: env FROZENLAKE_DATA_DIR, "
-                                           f"else {FROZENLAKE.data['train']})")
+                                           f"else {in_checkout(FROZENLAKE.data['train'])})")
     args = parser.parse_args(argv)
     example, from_env = FROZENLAKE, os.environ.get("FROZENLAKE_DATA_DIR")
     if args.data_dir is None:
-        args.data_dir = from_env or FROZENLAKE.data["train"]
+        args.data_dir = from_env or str(in_checkout(FROZENLAKE.data["train"]))
         if from_env:  # a missing folder is then blamed on the variable that named it
             example = replace(FROZENLAKE, data_flags=dict.fromkeys(FROZENLAKE.data_flags, "FROZENLAKE_DATA_DIR"))
     return launch(args, example.workflow_path, example.judge_path,

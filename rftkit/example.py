@@ -18,6 +18,15 @@ from rftkit.inputs import check_task_splits
 from rftkit.inputs.held_out import warn_seen_tasksets
 
 REPO = Path(__file__).resolve().parents[1]  # configs/ lies beside the packages, as in the checkout
+# The one rule for relative paths, in every entry point's --help.
+PATHS_RULE = ("Relative paths you type are taken from the current folder; the defaults, and the relative paths "
+              "inside a config, are the checkout's (" + str(REPO) + ").")
+
+
+def in_checkout(path: str | Path) -> Path:
+    """A default path, or one a config names, as the checkout's: relative ones are taken from REPO."""
+    path = Path(path).expanduser()
+    return path if path.is_absolute() else REPO / path
 
 
 def load(path: str) -> Callable:

@@ -25,11 +25,12 @@ from typing import Callable
 
 from rftkit import cluster, keys, lora, run_state, startup, supervise
 from rftkit.cli import at_least
-from rftkit.example import load
+from rftkit.example import PATHS_RULE, load
 from rftkit.trainer import attention, liger
 from rftkit.inputs import InputError
 from rftkit.inputs.config_keys import check_counts, check_sections, check_set_key
-from rftkit.overrides import apply_overrides, load_yaml, parse_override, resolve_config, write_yaml
+from rftkit.overrides import (absolute, apply_overrides, config_paths_in_checkout, load_yaml, parse_override,
+                              resolve_config, write_yaml)
 from rftkit.check_patches import no_gpu_banner
 from rftkit.summary import NOT_CHECKED, summarize
 from rftkit.trinity_config import validate
@@ -42,6 +43,7 @@ NO_GPU_MESSAGE = ("error: training needs a CUDA GPU (Trinity-RFT's vLLM engines 
 def add_arguments(parser: argparse.ArgumentParser, default_config: str) -> None:
     """The flags both examples take."""
     parser.add_argument("--config", default=default_config, help="Trinity-RFT YAML (default: %(default)s)")
+    parser.epilog = f"{parser.epilog}\n\n{PATHS_RULE}" if parser.epilog else PATHS_RULE
     parser.add_argument("--model-path", default=os.environ.get("MODEL_PATH"),
                         help="model to train, a hub id or a local folder (env MODEL_PATH; default: the YAML's)")
     parser.add_argument("--checkpoint-dir", default=os.environ.get("CHECKPOINT_ROOT_DIR"),
@@ -118,9 +120,13 @@ def _launch(args, workflow_func, judge_func, data, check_data) -> int:
     raw = load_yaml(args.config)
     check_sections(raw, f"--config {args.config}")
     check_counts(raw, f"--config {args.config}")
+    config_paths_in_checkout(raw)
     # Later entries win: the data flags (placed first), the path flags, then the attention, then each --set.
-    overrides = {"model.model_path": args.model_path, "checkpoint_root_dir": args.checkpoint_dir}
+    # Typed paths are the current folder's (PATHS_RULE); a model that is no folder here is a hub id.
+    overrides = {"model.model_path": args.model_path and absolute(args.model_path, maybe_hub_id=True),
+                 "checkpoint_root_dir": args.checkpoint_dir and absolute(args.checkpoint_dir)}
     overrides = {key: value for key, value in overrides.items() if value is not None}
+    data = {role: folder and absolute(folder) for role, folder in (data or {}).items()}
     attention_overrides, attention_reason = attention.choose(args.attn, raw, dict(args.set_values))
     overrides.update(attention_overrides)
     liger_overrides, liger_reason = liger.choose(args.liger, raw, dict(args.set_values))

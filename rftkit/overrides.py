@@ -24,7 +24,8 @@ from rftkit import keys
 from rftkit.files import atomic_paths, check_writable
 from rftkit.inputs import InputError, get_key, tasksets
 from rftkit.inputs.model_path import check_model
-from rftkit.keys import MODEL_PATH_KEY, REF_DTYPE_KEY
+from rftkit.example import in_checkout
+from rftkit.keys import MODEL_PATH_KEY, REF_DTYPE_KEY, TRAIN_TASKSET_PATH_KEY
 
 # A model path that absolute() kept as it was and that is not a hub id ("gpt2", "Qwen/Qwen3-0.6B") was meant
 # as a local folder ("models/qwen/final"); one that does not exist is refused before anything starts.
@@ -129,6 +130,21 @@ def apply_overrides(config: dict, overrides: dict[str, Any], data: dict[str, str
     for dotted, value in overrides.items():
         set_key(config, dotted, value)
     return config
+
+
+def config_paths_in_checkout(config: dict) -> None:
+    """Take a config's own relative paths from the checkout (`PATHS_RULE`): its checkpoint root, its tasksets'
+    folders, and its model where that is a folder of the checkout (else it may be a hub id)."""
+    dotted = ["checkpoint_root_dir", TRAIN_TASKSET_PATH_KEY,
+              *(f"buffer.explorer_input.eval_tasksets.{i}.path"
+                for i in range(len(keys.get(config, "buffer.explorer_input.eval_tasksets") or [])))]
+    for key in dotted:
+        value = keys.get(config, key)
+        if isinstance(value, str) and value:
+            keys.put(config, key, str(in_checkout(value)))
+    model = keys.get(config, MODEL_PATH_KEY)
+    if isinstance(model, str) and model and (model.startswith((".", "~")) or in_checkout(model).exists()):
+        keys.put(config, MODEL_PATH_KEY, str(in_checkout(model)))
 
 
 def resolve_config(config: dict, overrides: dict[str, Any], config_file: str = "the config",

@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 
 from rftkit.cli import ArgumentParser, above, at_least
-from rftkit.example import Example
+from rftkit.example import PATHS_RULE, Example, in_checkout
 from rftkit.files import atomic_paths, check_writable
 from rftkit.inputs import InputError, Interrupted, open_split, reports_input_errors
 from runkit.examples import EXAMPLES
@@ -171,10 +171,11 @@ def write_outputs(out: Path, example: Example, report: dict, header: dict, episo
 # ---------------------------------------------------------------- command line
 
 def parse_args(argv):
-    parser = ArgumentParser(description=__doc__)
+    parser = ArgumentParser(description=__doc__, epilog=PATHS_RULE)
     parser.add_argument("--task", choices=sorted(EXAMPLES), required=True, help="the example whose split to play")
     parser.add_argument("--data", help="folder with <split>.parquet (default: " +
-                                       ", ".join(f"{e.name} {e.data['eval']}" for e in EXAMPLES.values()) + ")")
+                                       ", ".join(f"{e.name} {in_checkout(e.data['eval'])}"
+                                                 for e in EXAMPLES.values()) + ")")
     parser.add_argument("--split", default="test", help="split to play: <data>/<split>.parquet")
     baselines = "".join(f"{name} (a {example.title} baseline), " for name, example in BASELINES.items())
     parser.add_argument("--model", choices=[*BASELINES, "openai", "vllm", "local"], required=True,
@@ -239,7 +240,7 @@ def parse_args(argv):
         parser.error("--out: expected a folder, got ''")
     args.out = Path(args.out)
     args.default_data = args.data is None
-    args.data = Path(args.data or EXAMPLES[args.task].data["eval"])
+    args.data = Path(args.data) if args.data else in_checkout(EXAMPLES[args.task].data["eval"])
     return parser, args
 
 

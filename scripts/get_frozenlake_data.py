@@ -14,19 +14,21 @@ from frozenlake.data import (DEFAULT_DIR, DEFAULT_MAP_MAX_SIZE, LARGEST_MAP_SIZE
                             TRAIN_SIZE, split_summary, write_dataset)
 from frozenlake.env import ENV_MAX_STEPS
 from rftkit.cli import ArgumentParser, at_least
+from rftkit.example import PATHS_RULE, in_checkout
 from rftkit.files import check_writable
 from rftkit.inputs import reports_input_errors
 
 
 @reports_input_errors
 def main(argv: list[str] | None = None) -> int:
-    parser = ArgumentParser(description=__doc__)
+    parser = ArgumentParser(description=__doc__, epilog=PATHS_RULE)
     # upstream's flags are spelled with underscores; the hyphen spellings are the project's
     parser.add_argument("--map_max_size", "--map-max-size", type=int, default=DEFAULT_MAP_MAX_SIZE,
                         help=f"largest map side, at most {LARGEST_MAP_SIZE}; sizes are 2..this, inclusive")
     parser.add_argument("--train_size", "--train-size", type=int, default=TRAIN_SIZE, help="maps in the train split")
     parser.add_argument("--test_size", "--test-size", type=int, default=TEST_SIZE, help="maps in the test split")
-    parser.add_argument("--local_dir", "--local-dir", default=DEFAULT_DIR, help="output folder (default: %(default)s)")
+    parser.add_argument("--local_dir", "--local-dir", default=str(in_checkout(DEFAULT_DIR)),
+                        help="output folder (default: %(default)s)")
     parser.add_argument("--seed", type=at_least(0), default=SEED, help="the same seed and flags give identical files")
     parser.add_argument("--env_max_steps", "--env-max-steps", type=int, default=ENV_MAX_STEPS,
                         help="keep maps solvable in this many moves (an episode allows 10)")

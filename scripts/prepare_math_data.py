@@ -45,7 +45,7 @@ from math_bots.data import (
 )
 from math_bots.gsm_symbolic import REQUIREMENT
 from rftkit.cli import ArgumentParser
-from rftkit.example import REPO
+from rftkit.example import PATHS_RULE, REPO, in_checkout
 from rftkit.files import atomic_paths, check_writable
 from rftkit.inputs import InputError, check_columns, label, open_split, reports_input_errors
 
@@ -169,7 +169,7 @@ def generated_instances(args) -> tuple[list[dict], dict[int, str]]:
 
 
 def prepare_gsm_symbolic(args) -> int:
-    out_dir = args.processed_data_dir or Path(DEFAULT_GSM_SYMBOLIC_DIR)
+    out_dir = args.processed_data_dir or in_checkout(DEFAULT_GSM_SYMBOLIC_DIR)
     check_writable(out_dir, "--processed_data_dir")
     if args.per_template < 1:
         raise InputError(f"--per-template {args.per_template}: expected 1 or more instances per template")
@@ -196,18 +196,18 @@ def prepare_gsm_symbolic(args) -> int:
 
 @reports_input_errors
 def main(argv: list[str] | None = None) -> int:
-    parser = ArgumentParser(description=__doc__)
+    parser = ArgumentParser(description=__doc__, epilog=PATHS_RULE)
     parser.add_argument("--source", choices=["guru", "gsm-symbolic"], default="guru",
                         help="guru-RL-92k and AIME-24 (upstream's), or GSM-Symbolic (default: %(default)s)")
     parser.add_argument("--input", type=Path, help="local guru math file (parquet or jsonl) instead of downloading")
-    parser.add_argument("--raw-data-dir", "--raw_data_dir", type=Path, default=Path(DEFAULT_RAW_DIR),
+    parser.add_argument("--raw-data-dir", "--raw_data_dir", type=Path, default=in_checkout(DEFAULT_RAW_DIR),
                         help="where the downloaded guru file goes (default: %(default)s)")
     parser.add_argument("--processed-data-dir", "--processed_data_dir", type=Path,
-                        help=f"output folder of the training split (default: {DEFAULT_TRAIN_DIR}; "
-                             f"gsm-symbolic: {DEFAULT_GSM_SYMBOLIC_DIR}, with the test split)")
+                        help=f"output folder of the training split (default: {in_checkout(DEFAULT_TRAIN_DIR)}; "
+                             f"gsm-symbolic: {in_checkout(DEFAULT_GSM_SYMBOLIC_DIR)}, with the test split)")
     parser.add_argument("--aime-input", "--aime_input", type=Path, help="local AIME-24 file (problem/answer columns) "
                                                          "instead of loading it from the hub")
-    parser.add_argument("--aime-dir", "--aime_dir", type=Path, default=Path(DEFAULT_AIME_DIR),
+    parser.add_argument("--aime-dir", "--aime_dir", type=Path, default=in_checkout(DEFAULT_AIME_DIR),
                         help="output folder of the AIME-24 eval split (default: %(default)s)")
     gsm = parser.add_argument_group("gsm-symbolic")
     gsm.add_argument("--per-template", type=int, default=16, help="instances per template (default: %(default)s)")
@@ -223,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.source == "gsm-symbolic":
         return prepare_gsm_symbolic(args)
-    args.processed_data_dir = args.processed_data_dir or Path(DEFAULT_TRAIN_DIR)
+    args.processed_data_dir = args.processed_data_dir or in_checkout(DEFAULT_TRAIN_DIR)
     check_writable(args.processed_data_dir, "--processed_data_dir")
     check_writable(args.aime_dir, "--aime_dir")
 

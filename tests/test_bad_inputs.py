@@ -231,8 +231,9 @@ CASES = [
      "error: --gguf {tmp}/nope.gguf: no such file"),
     ("evaluate-default-data-missing", nothing,
      ["scripts/evaluate.py", "--task", "math", "--model", "local", "--out", "{tmp}/out"],
-     "error: --data data/math_bots/aime24/test.parquet: no such file (--task math's default; --data gives another "
-     "folder); run scripts/prepare_math_data.py first, or, offline, give --data math_bots/tasksets/gsm_symbolic"),
+     "error: --data {repo}/data/math_bots/aime24/test.parquet: no such file (--task math's default; --data gives "
+     "another folder); run scripts/prepare_math_data.py first, or, offline, give --data "
+     "math_bots/tasksets/gsm_symbolic"),
     ("evaluate-gguf-of-random-bytes", lambda t: (t / "model.gguf").write_bytes(os.urandom(4096)),
      [*EVALUATE[:4], "local", "--gguf", "{tmp}/model.gguf", "--out", "{tmp}/out"],
      "error: --gguf {tmp}/model.gguf: not a GGUF model the gguf reader can read (ValueError: GGUF magic invalid)"),
@@ -319,11 +320,13 @@ def test_bad_input_ends_with_a_message_and_writes_nothing(tmp_path, make, comman
     good_data(tmp_path)
     make(tmp_path)
     before = snapshot(tmp_path)
+    if "{repo}/data/" in message and (REPO / "data" / "math_bots").exists():
+        pytest.skip("the checkout holds the default data this case needs missing")
     script, *flags = [part.format(tmp=tmp_path) for part in command]
     result = launches.run([sys.executable, str(REPO / script), *flags], cwd=tmp_path, timeout=120)
     assert result.returncode == 2, result.stderr[-2000:]
     last_line = (result.stderr.strip().splitlines() or [""])[-1]
-    assert message.format(tmp=tmp_path) in last_line, result.stderr[-2000:]  # the message, whole, on one line
+    assert message.format(tmp=tmp_path, repo=REPO) in last_line, result.stderr[-2000:]  # whole, on one line
     before_it = result.stderr.strip().splitlines()[:-1]  # nothing else, but the launcher's own warnings
     assert all(line.startswith("warning: ") for line in before_it), result.stderr[-2000:]
     assert "Traceback" not in result.stderr + result.stdout and " [config_validator.py:" not in result.stdout

@@ -188,3 +188,30 @@ def test_exit_now_flushes_runs_atexit_and_keeps_the_code():
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert result.returncode == 3
     assert result.stdout == "outputhandler ran\n"
+
+
+def test_typed_paths_are_the_current_folders_and_defaults_the_checkouts(frozenlake_data, tmp_path):
+    """Run from another folder: a relative --data-dir and --checkpoint-dir are taken from there; the config and
+    the checkpoint root it names (./checkpoints) from the checkout. --help says so."""
+    import shutil
+    import subprocess
+
+    from rftkit.example import PATHS_RULE
+
+    shutil.copytree(frozenlake_data, tmp_path / "fl")
+    main = str(REPO / "frozenlake" / "main.py")
+    typed = subprocess.run([sys.executable, main, "--dry-run", "--gpus", "2", "--data-dir", "fl",
+                            "--checkpoint-dir", "ck"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert typed.returncode == 0, typed.stderr[-2000:]
+    assert f"{tmp_path / 'fl'} [train]" in typed.stdout
+    assert f"checkpoints     {tmp_path / 'ck'}/" in typed.stdout
+    default = subprocess.run([sys.executable, main, "--dry-run", "--gpus", "2", "--data-dir", "fl"], cwd=tmp_path,
+                             capture_output=True, text=True, timeout=300)
+    assert default.returncode == 0, default.stderr[-2000:]
+    assert f"checkpoints     {REPO / 'checkpoints'}/" in default.stdout
+    assert not (tmp_path / "checkpoints").exists()
+    for script in ("frozenlake/main.py", "math_bots/main.py", "scripts/evaluate.py", "scripts/get_frozenlake_data.py",
+                   "scripts/prepare_math_data.py"):
+        shown = subprocess.run([sys.executable, str(REPO / script), "--help"], cwd=tmp_path, capture_output=True,
+                               text=True, timeout=120).stdout
+        assert " ".join(PATHS_RULE.split()) in " ".join(shown.split()), script

@@ -186,7 +186,8 @@ def test_upstreams_math_configs_run_through_our_entry_point(name, selector, tmp_
         math_main.main(["--config", config, "--dry-run"])
     assert stop.value.code == 2
     err = capsys.readouterr().err
-    assert err == (f"error: {tmp_path}/path/to/your/augmented/math_data: no such folder (the training taskset, "
+    # the config's own relative paths are the checkout's (rftkit.example.PATHS_RULE)
+    assert err == (f"error: {REPO}/path/to/your/augmented/math_data: no such folder (the training taskset, "
                    f"split 'train'; --train-dir sets its folder); run scripts/prepare_math_data.py first, or, "
                    f"offline, give --train-dir and --eval-dir math_bots/tasksets/gsm_symbolic (README.md, Math "
                    f"with BOTS)\n")
@@ -197,7 +198,7 @@ def test_upstreams_math_configs_run_through_our_entry_point(name, selector, tmp_
     out = capsys.readouterr().out
     assert code == 0 and selector in out
     assert f"{tmp_path}/d/train [train]" in out and f"eval taskset    eval-aime24: {tmp_path}/d/aime [test]" in out
-    assert "Qwen/Qwen3-0.6B" in out and f"checkpoints     {tmp_path}/checkpoints/Data-Augmentation/" in out
+    assert "Qwen/Qwen3-0.6B" in out and f"checkpoints     {REPO}/checkpoints/Data-Augmentation/" in out
     assert "4 rollout engine(s) x 1 GPU, trainer 4 GPU(s)" in out and "adapted to this machine: nothing" in out
     assert not list(tmp_path.rglob("*$*")) and not (tmp_path / "checkpoints").exists()
 
