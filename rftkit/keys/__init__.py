@@ -46,14 +46,12 @@ def _child(node: Any, key: str) -> tuple[bool, Any]:
     return False, None
 
 
+_ABSENT = object()
+
+
 def has(config: dict, dotted: str) -> bool:
     """Whether `config` has a value (None included) at `dotted`."""
-    node = config
-    for key in dotted.split("."):
-        found, node = _child(node, key)
-        if not found:
-            return False
-    return True
+    return get(config, dotted, _ABSENT) is not _ABSENT
 
 
 def get(config: dict, dotted: str, default: Any = None) -> Any:
