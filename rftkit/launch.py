@@ -150,7 +150,7 @@ def _launch(args, workflow_func, judge_func, data, check_data) -> int:
     config = apply_overrides(raw, overrides, data)
     check_sections(config, "--set")  # the file was checked: what is wrong now came with --set
     check_counts(config, "--set")
-    rollout = (config.get("explorer") or {}).get("rollout_model") or {}
+    rollout = keys.get(config, "explorer.rollout_model") or {}
     try:
         plan = cluster.plan_cluster(nodes, gpus, int(rollout.get("tensor_parallel_size", 1)), args.engines,
                                     configured=rollout.get("engine_num"))

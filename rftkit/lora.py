@@ -21,6 +21,7 @@ import re
 from pathlib import Path
 
 from rftkit.inputs import InputError, read_json
+from rftkit import keys
 from rftkit.keys import LORA_KEY
 from rftkit.trainer.lora_saves import ADAPTER_FILE
 
@@ -55,7 +56,7 @@ def module_names(target: str) -> list[str] | None:
 
 def adapter(config: dict) -> dict | None:
     """The one adapter a YAML mapping asks for, as it is there, or None (the whole model is trained)."""
-    adapters = (config.get("model") or {}).get("lora_configs")
+    adapters = keys.get(config, LORA_KEY)
     if not adapters:
         return None
     if not isinstance(adapters, list) or len(adapters) != 1 or not isinstance(adapters[0], dict):
@@ -75,7 +76,7 @@ def check(config: dict) -> None:
     settings = settings_of(config)
     if settings is None:
         return
-    if (config.get("trainer") or {}).get("save_hf_checkpoint") in ("last", "always"):
+    if keys.get(config, "trainer.save_hf_checkpoint") in ("last", "always"):
         raise InputError("trainer.save_hf_checkpoint: with an adapter verl writes the wrapped model's weights into "
                          "huggingface/, which no loader reads as the model; leave it out: every checkpoint holds the "
                          "adapter in lora_adapter/ (scripts/merge_lora.py makes a model folder of it)")

@@ -24,7 +24,7 @@ from rftkit import keys
 from rftkit.files import atomic_paths, check_writable
 from rftkit.inputs import InputError, get_key, tasksets
 from rftkit.inputs.model_path import check_model
-from rftkit.example import in_checkout
+from rftkit.example import REPO
 from rftkit.keys import MODEL_PATH_KEY, REF_DTYPE_KEY, TRAIN_TASKSET_PATH_KEY
 
 # A model path that absolute() kept as it was and that is not a hub id ("gpt2", "Qwen/Qwen3-0.6B") was meant
@@ -73,16 +73,17 @@ def set_key(config: dict, dotted: str, value: Any) -> None:
         raise InputError(f"--set {dotted}: {exc}") from None
 
 
-def absolute(path: str, maybe_hub_id: bool = False) -> str:
-    """`path` made absolute against the working directory.
+def absolute(path: str, maybe_hub_id: bool = False, base: Path | None = None) -> str:
+    """`path` made absolute against `base` (default: the working directory).
 
-    With `maybe_hub_id`, a relative path that does not exist and does not start
+    With `maybe_hub_id`, a relative path that does not exist there and does not start
     with "." or "~" is taken for a hub id ("Qwen/Qwen2.5-3B-Instruct") and kept.
     """
     candidate = Path(path).expanduser()
-    if maybe_hub_id and not (candidate.is_absolute() or path.startswith((".", "~")) or candidate.exists()):
+    placed = candidate if candidate.is_absolute() else (base or Path.cwd()) / candidate
+    if maybe_hub_id and not (candidate.is_absolute() or path.startswith((".", "~")) or placed.exists()):
         return path
-    return str(candidate.resolve())
+    return str(placed.resolve())
 
 
 def load_yaml(path: str | Path) -> dict:
@@ -141,10 +142,10 @@ def config_paths_in_checkout(config: dict) -> None:
     for key in dotted:
         value = keys.get(config, key)
         if isinstance(value, str) and value:
-            keys.put(config, key, str(in_checkout(value)))
+            keys.put(config, key, absolute(value, base=REPO))
     model = keys.get(config, MODEL_PATH_KEY)
-    if isinstance(model, str) and model and (model.startswith((".", "~")) or in_checkout(model).exists()):
-        keys.put(config, MODEL_PATH_KEY, str(in_checkout(model)))
+    if isinstance(model, str) and model:
+        keys.put(config, MODEL_PATH_KEY, absolute(model, maybe_hub_id=True, base=REPO))
 
 
 def resolve_config(config: dict, overrides: dict[str, Any], config_file: str = "the config",

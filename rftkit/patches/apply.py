@@ -118,9 +118,16 @@ def _check(patch: Patch, module: ModuleType, guards: dict[str, tuple[str, ...]])
                 raise moved(patch, f"{where} is missing" if target is None else f"{where} no longer has `{text}`")
 
 
+# (patch, id(module)) -> the module, whose `requires` held; kept, so that its id is not another module's later
+_required: dict[tuple[str, int], ModuleType] = {}
+
+
 def require(name: str, module: ModuleType) -> None:
-    """Check what patch `name` relies on in `module` besides what it replaces (its `requires` there)."""
-    _check(PATCHES[name], module, PATCHES[name].requires)
+    """Check what patch `name` relies on in `module` besides what it replaces (its `requires` there), once per
+    module: an installer and each of its replacements ask."""
+    if (name, id(module)) not in _required:
+        _check(PATCHES[name], module, PATCHES[name].requires)
+        _required[(name, id(module))] = module
 
 
 def applied(value) -> list[str]:
@@ -141,8 +148,8 @@ def replace(name: str, module: ModuleType, path: str, make: Callable) -> Callabl
     patch = PATCHES[name]
     key = f"{module.__name__}:{path}"
     if key not in patch.replaces:
-        raise RuntimeError(f"rftkit.patching: patch {name!r} replaces {key}, which rftkit/patches.py does not "
-                           f"declare for it")
+        raise RuntimeError(f"rftkit.patches.apply: patch {name!r} replaces {key}, which rftkit/patches/__init__.py "
+                           f"does not declare for it")
     owner_path, _, attr = path.rpartition(".")
     owner = resolve(module, owner_path) if owner_path else module
     static = inspect.getattr_static(owner, attr, None)
@@ -153,7 +160,7 @@ def replace(name: str, module: ModuleType, path: str, make: Callable) -> Callabl
     if current is None and not hasattr(builtins, attr):  # (a module's own `open` shadows the builtin)
         raise moved(patch, f"{module.__name__}.{path} is missing")
     _check(patch, module, {key: patch.replaces[key]})
-    _check(patch, module, patch.requires)
+    require(name, module)
     replacement = make(current)
     if inspect.isroutine(current) and inspect.isfunction(replacement):
         functools.update_wrapper(replacement, current)  # the neighbour's mark, copied along, is overwritten next
@@ -190,12 +197,8 @@ def install_one(name: str) -> None:
         patch_on_import(module_name, installer(patch, module_name))
 
 
-def install(process: str) -> list[str]:
-    """Ask for every patch declared for `process` and switched on here, each when its module is imported.
-    Returns their names."""
-    names = []
+def install(process: str) -> None:
+    """Ask for every patch declared for `process` and switched on here, each when its module is imported."""
     for patch in PATCHES.values():
         if process in patch.processes and patch.switch.on():
             install_one(patch.name)
-            names.append(patch.name)
-    return names

@@ -81,7 +81,7 @@ def describe(config: dict) -> str:
     """One line for the launch summary: the trainer's attention, given a YAML mapping (or anything
     shaped like one under "trainer"), and how it computes log-probs."""
     implementation = configured_attention(config) or TRINITY_DEFAULT_ATTN
-    padding_removal = (config.get("trainer") or {}).get("use_remove_padding", True)  # Trinity's default
+    padding_removal = keys.get(config, PADDING_KEY, True)  # Trinity's default
     if implementation == VARLEN_ATTENTION:
         return (f"{implementation} (torch varlen kernels, packed micro-batches), padding removal "
                 f"{padding_removal}, log-probs in blocks (rftkit.trainer.logprobs)")
