@@ -51,10 +51,12 @@ def figures(root: Path) -> dict:
 
 
 def patch_figures() -> dict:
-    """The table's own count (this tree only): patches, attributes replaced, the files that install them."""
+    """The table's own count (this tree only): patches, attributes replaced, guard texts, the installers' files."""
     from rftkit.patches import PATCHES
 
     return {"patches": len(PATCHES), "attributes replaced": sum(len(p.replaces) for p in PATCHES.values()),
+            "guard texts": sum(len(texts) for p in PATCHES.values() for guards in (p.replaces, p.requires)
+                               for texts in guards.values()),
             "installer files": len({t.partition(":")[0] for p in PATCHES.values() for t in p.install.values()})}
 
 
