@@ -1,7 +1,7 @@
-"""`python tests/house_figures.py [REV]`: the figures of the house plan that issue 63 tracks, for the working tree or
-a git revision: rftkit's import floors (the longest chain of imports inside it) and arrows (imports between its
-modules), the RFTKIT_* switches and the files that read one, and, for the working tree, the table of runtime
-patches."""
+"""`python tests/house_figures.py [REV]`: the house plan's figures, for the working tree or a git revision (quoted
+in docs/results/2026-12-05-patch-table.md): rftkit's import floors (the longest chain of imports inside it) and
+arrows (imports between its modules), the RFTKIT_* switches and the files that read one, and, for the working
+tree, the table of runtime patches."""
 
 import ast
 import re
