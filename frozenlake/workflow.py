@@ -10,6 +10,7 @@ from agentscope.tuner import WorkflowOutput
 
 from frozenlake.agent import FrozenLakeAgent
 from frozenlake.env import AGENT_MAX_STEPS, FrozenLakeEnv
+from rftkit.timed_model import TimedModel
 
 END_LINE = "Episode ended: "
 
@@ -33,6 +34,7 @@ async def run_frozen_lake(
     """
     max_steps = int(task.get("agent_max_steps", AGENT_MAX_STEPS))
     env = FrozenLakeEnv(max_steps=max_steps)
+    model = TimedModel(model)
     agent = FrozenLakeAgent(model=model, max_steps=max_steps)
     observation, _ = env.reset(task)
     reward, invalid_actions, error = 0.0, 0, None
@@ -65,5 +67,6 @@ async def run_frozen_lake(
             "success": float(reason == "goal"),
             "invalid_actions": float(invalid_actions),
             "model_error": float(error is not None),
+            **model.metrics(),
         },
     )

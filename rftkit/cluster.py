@@ -88,7 +88,7 @@ def apply_plan(config: dict, plan: dict) -> list[str]:
                                                    colocate.ENGINE_MEMORY_SHARE),
             "explorer.rollout_model.gpu_memory_utilization", "the trainer has the rest of the one GPU")
         # The engine reserves no Ray GPU, so Ray does not choose its device: name the one we counted.
-        rollout["cuda_visible_devices"] = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0]
+        rollout["cuda_visible_devices"] = first_device()
     trainer = config.setdefault("trainer", {})
     sequence_parallel = trainer.get("ulysses_sequence_parallel_size", 1)
     if plan["trainer_gpus"] % sequence_parallel:  # verl splits the trainer's GPUs into groups of this size
@@ -115,6 +115,21 @@ def local_gpus() -> int:
     import torch
 
     return torch.cuda.device_count()
+
+
+def first_device() -> str:
+    """The GPU a one-GPU launch runs on: the first of CUDA_VISIBLE_DEVICES, else 0."""
+    return os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0]
+
+
+def local_gpu_memory_gib() -> float | None:
+    """The memory of `first_device`, in GiB; None without a GPU. Read by nvidia-smi, since torch would open
+    a CUDA context on it in the launcher, which lives as long as the run."""
+    if local_gpus() == 0 or shutil.which("nvidia-smi") is None:
+        return None
+    found = subprocess.run(["nvidia-smi", "-i", first_device(), "--query-gpu=memory.total",
+                            "--format=csv,noheader,nounits"], capture_output=True, text=True)
+    return float(found.stdout.split()[0]) / 1024 if found.returncode == 0 and found.stdout.strip() else None
 
 
 RAY_ADDRESS_ENV = "RAY_ADDRESS"

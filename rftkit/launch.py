@@ -23,8 +23,8 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from rftkit import cluster, keys, lora, run_state, startup, supervise
-from rftkit.cli import at_least
+from rftkit import cluster, gpu_samples, keys, lora, memory, run_state, startup, supervise
+from rftkit.cli import above, at_least
 from rftkit.example import PATHS_RULE, load
 from rftkit.trainer import attention, liger
 from rftkit.inputs import InputError
@@ -55,6 +55,9 @@ def add_arguments(parser: argparse.ArgumentParser, default_config: str) -> None:
                              "machine or Ray cluster")
     parser.add_argument("--nodes", type=at_least(1), default=None,
                         help="nodes to plan for (default: detected, or 1; 1 in a dry run given --gpus)")
+    parser.add_argument("--gpu-memory", type=above(0), default=None, metavar="GIB",
+                        help="memory of each GPU, in GiB, that the trainer's estimate is checked against "
+                             "(default: detected; a dry run given --gpus, or without a GPU, checks none)")
     parser.add_argument("--engines", type=at_least(1), default=None,
                         help="rollout engines (default: the config's engine_num where it leaves the trainer a "
                              "GPU, else half of all GPUs; divided by tensor parallel size)")
@@ -98,6 +101,16 @@ def launch(args: argparse.Namespace, workflow_func: Callable | str, judge_func: 
         gc.enable()
 
 
+def check_memory(trinity_config, trainable: int | None, card_gib: float | None) -> tuple[str, str]:
+    """The trainer's memory estimate and how it stands on the card (`rftkit.memory`); a trainer that cannot fit
+    the card is refused."""
+    found = memory.estimate(trinity_config, trainable)
+    on_the_gpu, refusal = memory.check(trinity_config, found, card_gib)
+    if refusal:
+        raise InputError(refusal)
+    return memory.describe(found), on_the_gpu
+
+
 def wait_for_a_save(job_dir: Path) -> int:
     """Wait while a checkpoint is being written, saying so; then the step the tracker names (0: none)."""
     if run_state.saving_step(job_dir) is not None:
@@ -135,9 +148,10 @@ def _launch(args, workflow_func, judge_func, data, check_data) -> int:
     overrides.update(args.set_values)
 
     if args.dry_run and args.gpus:  # the plan is given: no machine or Ray cluster to look at
-        nodes, gpus_detected = 1, args.gpus
+        nodes, gpus_detected, card_gib = 1, args.gpus, args.gpu_memory
     else:
         nodes, gpus_detected = cluster.detect_cluster()
+        card_gib = args.gpu_memory or cluster.local_gpu_memory_gib()
     gpus = args.gpus or gpus_detected
     nodes = args.nodes or nodes
     if gpus_detected == 0 and not args.dry_run:
@@ -166,6 +180,7 @@ def _launch(args, workflow_func, judge_func, data, check_data) -> int:
     lora.check(config)
     lora.adapter_saves(config)
     lora_line = lora.describe(config)  # refuses modules the model lacks
+    trainable = lora.trainable_parameters(config)
     lora.use_initial_adapter(config)
     workflow_func, judge_func = (load(f) if isinstance(f, str) else f for f in (workflow_func, judge_func))
     unloadable = attention.not_loadable(config, args.config) or liger.not_loadable(config, args.config)
@@ -173,7 +188,8 @@ def _launch(args, workflow_func, judge_func, data, check_data) -> int:
     if args.dry_run:
         with no_gpu_banner():  # a dry run needs no GPU; a training run has one (it refuses at once without)
             trinity_config = validate(config, workflow_func, judge_func, args.config, args.set_values)
-        print(planned + summarize(trinity_config, attention_reason, liger_reason, lora_line))
+        memory_lines = check_memory(trinity_config, trainable, card_gib)
+        print(planned + summarize(trinity_config, attention_reason, liger_reason, lora_line, memory_lines))
         print(f"adapted to this machine: {adapted_lines or 'nothing'}")
         if unloadable:  # valid, and possibly meant for another machine: this one would refuse it at launch
             print(f"not on this machine (a launch here refuses it): {unloadable}")
@@ -186,6 +202,8 @@ def _launch(args, workflow_func, judge_func, data, check_data) -> int:
     trinity_config = validate(config, workflow_func, judge_func, args.config, args.set_values)
     if unloadable:  # a config this machine cannot run: exit 2, before anything starts
         raise InputError(unloadable)
+    estimated, on_the_gpu = check_memory(trinity_config, trainable, card_gib)
+    print(f"trainer memory: {estimated}; {on_the_gpu}", flush=True)
     if adapted:
         print(f"adapted to this machine: {adapted_lines}", flush=True)
     print(f"trainer attention: {attention.describe(config)} ({attention_reason})", flush=True)
@@ -216,10 +234,11 @@ def _launch(args, workflow_func, judge_func, data, check_data) -> int:
     try:
         cluster.connect_ray(trinity_config, timeline.path)
         timeline.mark("Ray connected")
-        with timeline, supervise.Watchdog(trinity_config.log.save_dir,
-                                          lambda: supervise.kill_trinity_actors(trinity_config), give_up,
-                                          since=logs_before,
-                                          on_interrupt=lambda: finish_save_then_stop(trinity_config)) as watchdog:
+        with timeline, gpu_samples.sampled(trinity_config.checkpoint_job_dir), \
+                supervise.Watchdog(trinity_config.log.save_dir,
+                                   lambda: supervise.kill_trinity_actors(trinity_config), give_up,
+                                   since=logs_before,
+                                   on_interrupt=lambda: finish_save_then_stop(trinity_config)) as watchdog:
             status = tune(workflow_func=workflow_func, judge_func=judge_func, config_path=str(path))
     except KeyboardInterrupt:  # Ctrl-C: the run's actors end with this driver (and with Ray, if we started it)
         job_dir = Path(trinity_config.checkpoint_job_dir)

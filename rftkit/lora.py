@@ -201,6 +201,15 @@ def describe(config: dict) -> str | None:
     return f"{head}: {trainable:,} trainable parameters ({100 * trainable / base:.2f}% of the model's {base:,})"
 
 
+def trainable_parameters(config: dict) -> int | None:
+    """The adapter's parameter count, or None: the whole model is trained, or the model is not a local folder."""
+    settings = settings_of(config)
+    model_path = Path(config["model"]["model_path"])
+    if settings is None or not (model_path / "config.json").is_file():
+        return None
+    return peft_model(model_path, settings).get_nb_trainable_parameters()[0]
+
+
 def initial_adapter_path(config: dict) -> Path:
     """Where a launch writes the adapter vLLM starts with: beside the launch config, in the checkpoint root."""
     return Path(config["checkpoint_root_dir"]) / f"{config['project']}-{config['name']}-initial-adapter"

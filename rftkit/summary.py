@@ -7,21 +7,24 @@ from typing import Callable
 
 from rftkit import keys
 from rftkit.keys import CHECKPOINTING_KEY
+from rftkit.memory import reference_offloaded
 from rftkit.trainer import attention, liger
 
 # What a dry run does not check, each with where it is checked instead; printed with its summary.
 NOT_CHECKED = (
-    "whether the model and its micro-batches fit the GPUs' memory (Trinity estimates it only where the GPUs are)",
+    "the GPUs' memory beyond the trainer's estimate above (the engine's is vLLM's, at its start)",
     "that vLLM starts with this model and these engine arguments (the launch's first minutes)",
     "the workflow on a task (scripts/evaluate.py plays some)",
     "arguments a plugin hands on to other code (through its **kwargs)",
     "hub model ids and datasets, which the launch fetches",
 )
 
-def summarize(config, attention_reason: str = "", liger_reason: str = "", lora_line: str | None = None) -> str:
+def summarize(config, attention_reason: str = "", liger_reason: str = "", lora_line: str | None = None,
+              memory_lines: tuple[str, str] | None = None) -> str:
     """A readable account of what a validated Trinity config will run; `attention_reason` and
     `liger_reason` say why the trainer's attention and layers are the ones they are; `lora_line` is
-    `rftkit.lora.describe`'s (None: the whole model is trained)."""
+    `rftkit.lora.describe`'s (None: the whole model is trained); `memory_lines` the trainer's memory estimate
+    and how it stands on the card (`rftkit.launch.check_memory`)."""
     rollout = config.explorer.rollout_model
     explorer_input = config.buffer.explorer_input
     lines = [
@@ -90,6 +93,8 @@ def summarize(config, attention_reason: str = "", liger_reason: str = "", lora_l
     lines.append(f"trainer engine  {trainer_engine(config)}")
     lines.append(f"trained         {lora_line or 'the whole model'}")
     lines.append(f"reference model {reference_placement(config)}")
+    if memory_lines:
+        lines += [f"memory          {memory_lines[0]}", f"  on the GPU    {memory_lines[1]}"]
     return "\n".join(lines)
 
 
@@ -114,9 +119,9 @@ def start_up(config) -> str:
 def reference_placement(config) -> str:
     """The reference model's weights: dtype, and where rftkit.trainer.ref_model leaves them."""
     ref = (config.trainer.trainer_config or {}).get("ref", {}).get("fsdp_config", {})
-    offload = ref.get("param_offload", config.trainer.param_offload)
     return (f"{ref.get('model_dtype', 'fp32')} weights, "
-            + ("on the CPU, copied in for every micro-batch (param_offload)" if offload else "on the GPU"))
+            + ("on the CPU, copied in for every micro-batch (param_offload)" if reference_offloaded(config)
+               else "on the GPU"))
 
 
 def _name(func: Callable | None) -> str:

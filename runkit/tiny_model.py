@@ -227,13 +227,31 @@ def build_tiny_model(
 # Published architectures of the examples' models (their config.json files); the vocabulary is padded
 # to the published size, so the embedding and output layers cost what they cost in the real model.
 ARCHITECTURES = {
+    "Qwen2.5-0.5B": dict(model_type="qwen2", hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
+                         num_attention_heads=14, num_key_value_heads=2, vocab_size=151936,
+                         max_position_embeddings=32768, rope_theta=1e6, rms_norm_eps=1e-6, tie_word_embeddings=True),
     "Qwen2.5-3B": dict(model_type="qwen2", hidden_size=2048, intermediate_size=11008, num_hidden_layers=36,
                        num_attention_heads=16, num_key_value_heads=2, vocab_size=151936,
                        max_position_embeddings=32768, rope_theta=1e6, rms_norm_eps=1e-6, tie_word_embeddings=True),
+    "Qwen2.5-7B": dict(model_type="qwen2", hidden_size=3584, intermediate_size=18944, num_hidden_layers=28,
+                       num_attention_heads=28, num_key_value_heads=4, vocab_size=152064,
+                       max_position_embeddings=32768, rope_theta=1e6, rms_norm_eps=1e-6, tie_word_embeddings=False),
     "Qwen3-0.6B": dict(model_type="qwen3", hidden_size=1024, intermediate_size=3072, num_hidden_layers=28,
                        num_attention_heads=16, num_key_value_heads=8, head_dim=128, vocab_size=151936,
                        max_position_embeddings=40960, rope_theta=1e6, rms_norm_eps=1e-6, tie_word_embeddings=True),
 }
+
+
+def write_model_config(out_dir: str | Path, architecture: str) -> Path:
+    """A folder holding only the config.json of a published `architecture` (a key of ARCHITECTURES): what the
+    launcher's dry run reads to count parameters and estimate memory, without weights."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    spec = dict(ARCHITECTURES[architecture])
+    config = AutoConfig.for_model(spec.pop("model_type"), **spec, dtype="bfloat16")
+    config.architectures = [AutoModelForCausalLM._model_mapping[type(config)].__name__]
+    config.save_pretrained(out_dir)
+    return Path(out_dir)
 
 
 def build_random_model(out_dir: str | Path, architecture: str, tokenizer_source: str | Path | None = None,

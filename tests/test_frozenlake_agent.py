@@ -86,8 +86,10 @@ def test_invalid_replies_use_up_the_budget_of_ten_moves_as_upstream():
     model = ScriptedModel(["I am not sure."] * 10)
     out = asyncio.run(run_frozen_lake({"seed": 1, "size": 4, "p": 0.8}, model, {}))
     assert out.reward == 0.0 and model.calls == 10  # upstream's agent_max_steps
+    seconds = out.metrics.pop("model_seconds")
     assert out.metrics == {"env_steps": 10.0, "env_done": 1.0, "success": 0.0,
-                           "invalid_actions": 10.0, "model_error": 0.0}
+                           "invalid_actions": 10.0, "model_error": 0.0, "model_calls": 10.0}
+    assert 0 < seconds < 5  # rftkit.timed_model's: the scripted model's ten calls, timed
     assert "Episode ended: max_steps" in out.response.get_text_content()
     assert "at most 10 moves" in model.prompts[0][0]["content"][0]["text"]
 

@@ -137,7 +137,9 @@ def test_react_agent_inside_the_tuner_adapter_yields_the_judges_reward():
             run_react_agent, {"question": "What is 25 + 49?", "answer": "#### 74"}, server.url,
             judge_func=gsm8k_judge))
     assert len(experiences) == 2 and all(e.reward == 1.0 for e in experiences)
-    assert experiences[-1].metrics == {"accuracy": 1.0, "format": 1.0, "tool_calls": 1.0}
+    metrics = dict(experiences[-1].metrics)
+    assert 0 < metrics.pop("model_seconds") < 30  # both calls to the fake server, timed (rftkit.timed_model)
+    assert metrics == {"accuracy": 1.0, "format": 1.0, "tool_calls": 1.0, "model_calls": 2.0}
     tool_result = [m for m in server.requests[1]["messages"] if m["role"] == "tool"]
     assert tool_result and "74" in str(tool_result[0]["content"]), "the code really ran"
     tool_schemas = server.requests[0]["tools"]
@@ -151,7 +153,8 @@ def test_wrong_answer_inside_the_adapter_scores_zero():
             run_react_agent, {"question": "What is 25 + 49?", "answer": "#### 74"}, server.url,
             judge_func=gsm8k_judge))
     assert [e.reward for e in experiences] == [0.0]
-    assert experiences[-1].metrics == {"accuracy": 0.0, "format": 1.0, "tool_calls": 0.0}
+    metrics = {key: value for key, value in experiences[-1].metrics.items() if key != "model_seconds"}
+    assert metrics == {"accuracy": 0.0, "format": 1.0, "tool_calls": 0.0, "model_calls": 1.0}
 
 
 def test_code_execution_is_cut_off_at_the_timeout():
