@@ -6,6 +6,8 @@ repo's root as modules, `python -m experiments.<name> --help`:
 - `trainer_speed`: the trainer alone, the old settings against the new, beside the bare model;
 - `math_pass_rates`: reference pass rates of the math split, the BOTS features;
 - `bots_comparison`: BOTS against random selection on one GPU with a real model;
+- `engine_ceiling`: a run's own rollout requests replayed straight on vLLM, beside its explorer's rate;
+- `memory_table`: what fits which GPU, by the trainer's memory estimate, beside the peaks measured (CPU only);
 - `qwen_coder_gguf.sh`: the model of the learning run and the pass rates (`bash experiments/qwen_coder_gguf.sh`).
 
 Their plumbing (the vLLM server, the evaluation command, run folders, the tiny model, sample data) is
