@@ -53,13 +53,21 @@ class Estimate:
         return None if self.activations is None else self.model + max(self.activations, self.optimizer_step)
 
 
+FORMULAS = ("_get_model_params_num_and_config", "_calc_params_memory_and_dtype_coeff", "_calc_fsdp_activation_memory")
+
+
+def _missing_formulas() -> list[str]:
+    """The methods of Trinity's memory validator this module runs that the installed Trinity lacks."""
+    from trinity.common.config_validator import GPUMemoryValidator
+
+    return [name for name in FORMULAS if not hasattr(GPUMemoryValidator, name)]
+
+
 def _validator():
     """Trinity's memory validator, whose formulas this module runs; a RuntimeError if they moved."""
     from trinity.common.config_validator import GPUMemoryValidator
 
-    needed = ("_get_model_params_num_and_config", "_calc_params_memory_and_dtype_coeff",
-              "_calc_fsdp_activation_memory")
-    missing = [name for name in needed if not hasattr(GPUMemoryValidator, name)]
+    missing = _missing_formulas()
     if missing:
         from importlib.metadata import version
 
@@ -81,13 +89,15 @@ def reference_offloaded(config) -> bool:
 
 def estimate(config, trainable: int | None = None) -> Estimate | None:
     """The estimate for a validated Trinity config, or None where there is none: the model is not a local folder,
-    or the trainer is not FSDP's. `trainable` is a LoRA adapter's parameter count (None: the whole model)."""
+    or the trainer is not FSDP's, or the check is off and Trinity's formulas moved. `trainable` is a LoRA
+    adapter's parameter count (None: the whole model)."""
     if not (Path(config.model.model_path) / "config.json").is_file() \
-            or not config.trainer.trainer_strategy.startswith("fsdp"):
+            or not config.trainer.trainer_strategy.startswith("fsdp") \
+            or (config.ignore_validator_suggestions and _missing_formulas()):
         return None
+    params, _ = _model(config)
     trainer = _trainer(config)
     gpus = max(1, config.cluster.trainer_gpu_num)
-    params, _ = _model(config)
     fsdp = SimpleNamespace(  # Trinity's own FSDP settings for verl's engine (bf16), with what the config changes
         mixed_precision={}, dtype="bfloat16", fsdp_size=gpus, offload_policy=config.trainer.offload_policy,
         optimizer_offload=config.trainer.optimizer_offload,
@@ -161,7 +171,8 @@ def tokens_that_fit(config, found: Estimate, memory: float) -> int:
 def describe(found: Estimate | None) -> str:
     """The dry run's line for the estimate."""
     if found is None:
-        return "not estimated (the model is not a local folder, or the trainer is not FSDP's)"
+        return ("not estimated (the model is not a local folder, the trainer is not FSDP's, or the check is off "
+                "and Trinity-RFT's formulas moved)")
     parts = f"model and optimizer {(found.model - found.reference) / GIB:.1f}" \
             + (f", reference model {found.reference / GIB:.1f}" if found.reference else "")
     step = f"optimizer step {found.optimizer_step / GIB:.1f}"

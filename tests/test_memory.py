@@ -127,3 +127,20 @@ def test_the_card_is_read_from_nvidia_smi_for_the_first_visible_gpu(tmp_path, mo
     assert calls.read_text().split()[:2] == ["-i", "3"]
     monkeypatch.setattr(cluster, "local_gpus", lambda: 0)
     assert cluster.local_gpu_memory_gib() is None
+
+
+def test_formulas_that_moved_stop_the_estimate_unless_the_check_is_off(models, monkeypatch):
+    from types import SimpleNamespace
+
+    from trinity.common.config_validator import GPUMemoryValidator
+
+    from rftkit import memory
+
+    monkeypatch.delattr(GPUMemoryValidator, "_calc_fsdp_activation_memory")
+    config = SimpleNamespace(model=SimpleNamespace(model_path=str(models["Qwen3-0.6B"])),
+                             trainer=SimpleNamespace(trainer_strategy="fsdp2"), ignore_validator_suggestions=False)
+    with pytest.raises(RuntimeError, match="GPUMemoryValidator has no _calc_fsdp_activation_memory .*"
+                                           "ignore_validator_suggestions: true"):
+        memory.estimate(config)
+    config.ignore_validator_suggestions = True
+    assert memory.estimate(config) is None
