@@ -5,14 +5,16 @@ straight to vLLM at once, beside the rate the run's explorer made them at.
 
 RUN is a run's folder (`<checkpoint dir>/<project>/<name>`): its experiences (`buffer/experience_buffer.jsonl`,
 one per model call, with the call's prompt and reply lengths in tokens) and its explorer's tensorboard
-scalars (when each explore step's rollouts were collected, and the evaluations between them). The explorer's
-rate is the replies' tokens over the wall time from the end of step A-1 to the end of step B, less the
-evaluations in it. The ceiling is vLLM's offline engine given every request at once, random prompt tokens of
-each request's length and exactly its reply length (`ignore_eos`), at the run's temperature, on MODEL with
-`--memory` of the GPU (a colocated engine's quarter by default). Random prompts share no prefix, where a
-multi-turn episode's turns do: with prefix caching the engine could do better still, so the ratio is an upper
-bound on how close the explorer is. Writes engine_ceiling.json and engine_ceiling.md to --out, and prints the
-table. The engine needs a CUDA GPU; everything else runs anywhere.
+scalars (when each explore step's rollouts were collected, its sync groups and evaluations). The explorer's
+rate is the replies' tokens over the wall time from the end of step A-1, which must end a sync group, to the
+end of step B, with no evaluation in between (its requests would share the engine unrecorded). The ceiling
+is vLLM's offline engine given every request at once, random prompt tokens of each request's length and
+exactly its reply length (`ignore_eos`), at the run's temperature, on MODEL with `--memory` of the GPU (a
+colocated engine's quarter by default). Random prompts share no prefix, where a multi-turn episode's turns
+do: with prefix caching the engine could do better still, so the ratio is an upper bound on how close the
+explorer is. Writes engine_ceiling.json and engine_ceiling.md to --out, and prints the table. The engine
+needs a CUDA GPU; everything else runs anywhere. A run that evaluates as it trains needs a window between
+its evaluations: set explorer.eval_interval above the steps the window needs.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from rftkit.reports.tensorboard import read_points
 
 EXPERIENCES = Path("buffer") / "experience_buffer.jsonl"
 COLLECTED, EVAL = "explorer/time/wait_explore_step", "time/eval"
+SYNC_GROUP = "explore/time/sync_interval"  # logged at the last step of each sync group
 
 
 def requests(run: Path, first: int, last: int) -> list[tuple[int, int]]:
@@ -49,18 +52,29 @@ def requests(run: Path, first: int, last: int) -> list[tuple[int, int]]:
 
 
 def explorer_seconds(run: Path, first: int, last: int) -> float:
-    """Wall seconds the explorer took for explore steps first..last, less the evaluations ending among them."""
+    """Wall seconds the explorer took for explore steps first..last: from the end of step first-1, which must end
+    a sync group (the explorer then waits for every step in flight, so no request of the window was sent
+    before), to the end of step last. A window that an evaluation overlaps is refused: its requests shared the
+    engine and are not in the experiences."""
     explorer = read_points(run / "monitor" / "tensorboard" / "explorer")
     ends = {point.step: point.wall_time for point in explorer.get(COLLECTED, [])}
+    groups = sorted(point.step for point in explorer.get(SYNC_GROUP, []))
     if first - 1 not in ends or last not in ends:
         have = sorted(ends)
         raise InputError(f"--steps {first}:{last}: the explorer logged the ends of steps {have[0]} to {have[-1]}; "
                          f"the window needs the end of step {first - 1} too")
+    if first - 1 not in groups:
+        raise InputError(f"--steps {first}:{last}: step {first - 1} ends no sync group (the explorer's end at steps "
+                         f"{', '.join(map(str, groups[:12]))}{' ...' if len(groups) > 12 else ''}); start the "
+                         f"window after one, so that none of its requests was sent before it")
     since, until = ends[first - 1], ends[last]
-    evaluations = sum(point.value for point in explorer.get(EVAL, []) if since < point.wall_time <= until)
-    return until - since - evaluations
-
-
+    overlapping = [point.step for point in explorer.get(EVAL, [])
+                   if point.wall_time - point.value < until and point.wall_time > since]
+    if overlapping:
+        raise InputError(f"--steps {first}:{last}: the evaluation of step {overlapping[0]} ran in the window, on the "
+                         f"same engine, and its requests are not among the experiences; choose steps between "
+                         f"evaluations")
+    return until - since
 def engine_seconds(model: Path, shapes: list[tuple[int, int]], temperature: float, memory: float) -> float:
     """Seconds vLLM's offline engine takes for `shapes`, all given at once, after a warm-up of a few."""
     from vllm import LLM, SamplingParams

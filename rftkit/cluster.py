@@ -123,13 +123,17 @@ def first_device() -> str:
 
 
 def local_gpu_memory_gib() -> float | None:
-    """The memory of `first_device`, in GiB; None without a GPU. Read by nvidia-smi, since torch would open
-    a CUDA context on it in the launcher, which lives as long as the run."""
+    """The memory of `first_device`, in GiB; None without a GPU, or where nvidia-smi does not say (the memory
+    check is then skipped, not the launch). Read by nvidia-smi, since torch would open a CUDA context on it in
+    the launcher, which lives as long as the run."""
     if local_gpus() == 0 or shutil.which("nvidia-smi") is None:
         return None
-    found = subprocess.run(["nvidia-smi", "-i", first_device(), "--query-gpu=memory.total",
-                            "--format=csv,noheader,nounits"], capture_output=True, text=True)
-    return float(found.stdout.split()[0]) / 1024 if found.returncode == 0 and found.stdout.strip() else None
+    try:
+        found = subprocess.run(["nvidia-smi", "-i", first_device(), "--query-gpu=memory.total",
+                                "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=20)
+        return float(found.stdout.split()[0]) / 1024 if found.returncode == 0 else None
+    except (OSError, subprocess.TimeoutExpired, ValueError, IndexError):  # [N/A], [Insufficient Permissions]
+        return None
 
 
 RAY_ADDRESS_ENV = "RAY_ADDRESS"

@@ -26,6 +26,7 @@ from rftkit.keys import LORA_KEY
 from rftkit.trainer.lora_saves import ADAPTER_FILE
 
 DEFAULT_RANK, DEFAULT_ALPHA, DEFAULT_MODULES = 32, 32, "all-linear"
+ADAPTER_NAME = "policy"  # the adapter's name in vLLM, where the YAML gives none
 ADAPTER_FILES = ("adapter_config.json", ADAPTER_FILE)  # a PEFT adapter folder
 DEFAULTS = {"lora_rank": DEFAULT_RANK, "lora_alpha": DEFAULT_ALPHA, "target_modules": DEFAULT_MODULES}
 
@@ -218,9 +219,15 @@ def initial_adapter_path(config: dict) -> Path:
 def use_initial_adapter(config: dict) -> None:
     """Point a YAML mapping's adapter at `initial_adapter_path` as Trinity's placeholder (`is_dummy`: the trainer
     starts its own), so that Trinity's validation does not build one from the whole model; unless the adapter
-    names a trained one to start from (`path`)."""
+    names a trained one to start from (`path`). And name it (ADAPTER_NAME) where the YAML does not: at each
+    weight sync Trinity-RFT 0.6.0 hands vLLM a LoRARequest named by `name`, which vLLM refuses unnamed (the
+    first sync then fails with "Call to add_lora method failed: Expected `str`, got `null`")."""
     settings = adapter(config)
-    if settings is not None and (settings.get("path") is None or settings.get("is_dummy")):
+    if settings is None:
+        return
+    if settings.get("name") is None:
+        settings["name"] = ADAPTER_NAME
+    if settings.get("path") is None or settings.get("is_dummy"):
         settings.update(path=str(initial_adapter_path(config)), is_dummy=True)
 
 

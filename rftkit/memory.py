@@ -4,9 +4,10 @@ Trinity-RFT 0.6.0 has an estimate (`GPUMemoryValidator`: the model and its optim
 activations with checkpointing, the logits), but runs it only for verl's legacy workers, in modes train and
 both, and only where a GPU is: for this project's launches (verl 0.8's engine workers, colocate on one GPU)
 it estimates nothing. Here its formulas run on the launch's config, with what they leave out: the reference
-model (Trinity assumes it offloaded; `rftkit.trainer.ref_model` keeps it on the GPU), a LoRA run's frozen
-base (Trinity counts every parameter as trained; with an adapter verl computes the reference's log-probs
-with the adapter off, so there is no reference model), and the colocated engine's share of the card.
+model, where the algorithm has one (Trinity assumes it offloaded; `rftkit.trainer.ref_model` keeps it on the
+GPU), a LoRA run's frozen base (Trinity counts every parameter as trained; with an adapter verl computes the
+reference's log-probs with the adapter off, so there is no reference model), an untied output layer (Trinity
+counts the model without it), and the colocated engine's share of the card.
 
 Against the peaks measured on GPUs the estimate ran from 8% below to 34% above them, the error in the
 activations; its part without them, the model, its optimizer and the optimizer step, was never above a
@@ -95,7 +96,10 @@ def estimate(config, trainable: int | None = None) -> Estimate | None:
             or not config.trainer.trainer_strategy.startswith("fsdp") \
             or (config.ignore_validator_suggestions and _missing_formulas()):
         return None
-    params, _ = _model(config)
+    try:
+        params, _ = _model(config)
+    except (ValueError, KeyError, AssertionError, ImportError):  # a shape transformers cannot build here
+        return None
     trainer = _trainer(config)
     gpus = max(1, config.cluster.trainer_gpu_num)
     fsdp = SimpleNamespace(  # Trinity's own FSDP settings for verl's engine (bf16), with what the config changes
@@ -105,7 +109,8 @@ def estimate(config, trainable: int | None = None) -> Estimate | None:
     running, _, step, _ = _validator()._calc_params_memory_and_dtype_coeff(
         params if trainable is None else trainable, config.trainer.trainer_strategy, fsdp)
     if trainable is None:
-        reference = 0.0 if reference_offloaded(config) else _bytes_each(trainer, REF_DTYPE_KEY) * params / gpus
+        reference = (0.0 if reference_offloaded(config) or not uses_reference(config)
+                     else _bytes_each(trainer, REF_DTYPE_KEY) * params / gpus)
         frozen = 0.0
     else:
         reference, frozen = 0.0, _bytes_each(trainer, ACTOR_DTYPE_KEY) * params / gpus
@@ -113,6 +118,13 @@ def estimate(config, trainable: int | None = None) -> Estimate | None:
     checkpointing = keys.get(trainer, CHECKPOINTING_KEY) is not False  # Trinity's formula assumes it
     return Estimate(model=running + frozen + reference, reference=reference, optimizer_step=step,
                     activations=_activations(config, tokens) if checkpointing else None, tokens=tokens)
+
+
+def uses_reference(config) -> bool:
+    """Whether the algorithm has verl build a reference model (its `use_reference`)."""
+    from trinity.algorithm import ALGORITHM_TYPE
+
+    return bool(getattr(ALGORITHM_TYPE.get(config.algorithm.algorithm_type), "use_reference", True))
 
 
 def _bytes_each(trainer: dict, dtype_key: str) -> int:
@@ -128,8 +140,11 @@ def _model(config) -> tuple[int, object]:
     path = config.model.model_path
     if path not in _models:
         params, hf_config = _validator()._get_model_params_num_and_config(path, config.model.trust_remote_code)
+        text = getattr(hf_config, "text_config", None) or hf_config
+        if not getattr(text, "tie_word_embeddings", True):  # Trinity counts AutoModel's, without the output layer
+            params += text.vocab_size * text.hidden_size
         _models.clear()
-        _models[path] = params, getattr(hf_config, "text_config", None) or hf_config
+        _models[path] = params, text
     return _models[path]
 
 
@@ -171,8 +186,8 @@ def tokens_that_fit(config, found: Estimate, memory: float) -> int:
 def describe(found: Estimate | None) -> str:
     """The dry run's line for the estimate."""
     if found is None:
-        return ("not estimated (the model is not a local folder, the trainer is not FSDP's, or the check is off "
-                "and Trinity-RFT's formulas moved)")
+        return ("not estimated (the model is not a local folder, transformers cannot build its shape here, the "
+                "trainer is not FSDP's, or the check is off and Trinity-RFT's formulas moved)")
     parts = f"model and optimizer {(found.model - found.reference) / GIB:.1f}" \
             + (f", reference model {found.reference / GIB:.1f}" if found.reference else "")
     step = f"optimizer step {found.optimizer_step / GIB:.1f}"
@@ -202,9 +217,10 @@ def check(config, found: Estimate | None, card_gib: float | None) -> tuple[str, 
                    f"\"What fits\")")
         return f"does not fit: {has}", None if config.ignore_validator_suggestions else refusal
     limit = limit_share() * memory
-    if found.peak is None or found.peak <= limit:
-        return f"fits: the trainer has {has}" + ("" if found.peak is None else
-                                               f", Trinity's limit {limit_share():.0%} of it"), None
+    if found.peak is None:
+        return f"fits without its activations (not estimated): the trainer has {has}", None
+    if found.peak <= limit:
+        return f"fits: the trainer has {has}, Trinity's limit {limit_share():.0%} of it", None
     tokens = tokens_that_fit(config, found, limit)
     budget = (f"--set trainer.max_token_len_per_gpu={tokens} fits (it must hold the longest experience)" if tokens
               else "no micro-batch budget fits")

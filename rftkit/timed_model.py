@@ -18,7 +18,7 @@ METRICS = ("model_seconds", "model_calls")
 
 class TimedModel(ChatModelBase):
     """`model`'s answers, unchanged, with the seconds and the number of its calls counted; a streamed answer is
-    timed until its last chunk."""
+    timed until its last chunk, the caller's own time between chunks included."""
 
     def __init__(self, model: ChatModelBase):
         super().__init__(model_name=model.model_name, stream=model.stream)

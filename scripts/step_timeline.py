@@ -9,7 +9,8 @@ RUN is a run's folder (`<checkpoint dir>/<project>/<name>`). Read there:
   sync and checkpoint save; the explorer's wait for each step's rollouts, evaluations and experience pipeline;
   per rollout, its whole time and, from the examples' workflows, its model calls' (rftkit.timed_model);
 - the trainer's log (`log/trainer.log`), only to tell a weight sync made while the trainer waited for
-  experiences (inside that wait) from one made after its train step;
+  experiences (drawn at the start of that wait, where the explorer's request for it falls) from one made
+  after its train step;
 - the GPUs' utilization, where the launch sampled it (`gpu_samples.csv`, rftkit.gpu_samples).
 A trainer step is placed by its end (when its scalars were logged) and its parts' durations, in Trinity-RFT
 0.6.0's order: wait for experiences, train, sync, save. Writes timeline.png and timeline.md to --out and
@@ -69,9 +70,10 @@ def trainer_spans(trainer: dict, step: int, in_wait: bool) -> list[tuple[str, fl
         spans.append((phase, end - seconds.value, end))
         end -= seconds.value
     sync = values.get("time/sync_weight", {}).get(step)
-    if in_wait and sync is not None:  # the sync ended the wait for experiences: draw it there
-        wait_end = next(start for phase, start, _ in spans if phase == "train step")
-        spans.append(("weight sync", wait_end - sync.value, wait_end))
+    waiting = next((start for phase, start, _ in spans if phase == "waiting for experiences"), None)
+    if in_wait and sync is not None and waiting is not None:
+        # the explorer asks for it at its sync step, as the trainer starts to wait for the next batch
+        spans.append(("weight sync", waiting, waiting + sync.value))
     train = next((start, stop) for phase, start, stop in spans if phase == "train step")
     cursor = train[0]
     for tag, phase in INSIDE_TRAIN_STEP:  # verl computes the reference log-probs before it updates the actor
@@ -107,9 +109,10 @@ def per_step(explorer: dict, trainer: dict, steps: list[int], waits: set[int], s
         rows.append((f"trainer: {phase}", total / len(steps), total / len(steps) / wall,
                      "inside the train step" if phase in dict(INSIDE_TRAIN_STEP).values() else ""))
     window = explorer_spans(explorer, since, until)
-    for phase in ("waiting for rollouts", "evaluation"):
+    for phase in ("waiting for rollouts", "evaluation"):  # an evaluation runs beside the training rollouts
         total = sum(end - start for name, start, end in window if name == phase)
-        rows.append((f"explorer: {phase}", total / len(steps), total / len(steps) / wall, ""))
+        rows.append((f"explorer: {phase}", total / len(steps), total / len(steps) / wall,
+                     "overlaps the trainer's rows and the other explorer row"))
     in_window = {tag: [p.value for p in explorer.get(tag, []) if since <= p.wall_time <= until]
                  for tag in (PIPELINE, EPISODE, MODEL)}
     explore_steps = len(in_window[PIPELINE])
@@ -125,13 +128,23 @@ def per_step(explorer: dict, trainer: dict, steps: list[int], waits: set[int], s
                          "generation, HTTP, agentscope; share of the rollout"))
             rows.append(("a rollout: the rest", episode - model, (episode - model) / episode,
                          "environment, tools, workflow; share of the rollout"))
-    used = [s.utilization for s in samples if since <= s.at <= until]
-    if used:
-        rows.append(("GPU busy (utilization)", None, mean(used) / 100, f"{len(used)} samples"))
-        rows.append(("GPU idle (samples at 0%)", None, sum(u == 0 for u in used) / len(used), ""))
-    else:
+    by_gpu = gpu_series(samples, since, until)
+    for gpu, used in by_gpu.items():
+        used = [utilization for _, utilization in used]
+        rows.append((f"GPU {gpu} busy (utilization)", None, mean(used) / 100, f"{len(used)} samples"))
+        rows.append((f"GPU {gpu} idle (samples at 0%)", None, sum(u == 0 for u in used) / len(used), ""))
+    if not by_gpu:
         rows.append(("GPU utilization", None, None, f"not sampled: no {gpu_samples.FILE_NAME} for this window"))
     return rows
+
+
+def gpu_series(samples: list, since: float, until: float) -> dict[int, list[tuple[float, float]]]:
+    """Each GPU's (time, utilization) samples in [since, until]."""
+    series: dict[int, list[tuple[float, float]]] = {}
+    for sample in samples:
+        if since <= sample.at <= until:
+            series.setdefault(sample.gpu, []).append((sample.at, sample.utilization))
+    return series
 
 
 def table(rows: list[tuple]) -> str:
@@ -161,10 +174,13 @@ def draw(explorer: dict, trainer: dict, steps: list[int], waits: set[int], sampl
     lanes.set_yticks(range(len(spans)), list(spans))
     lanes.legend(loc="upper center", bbox_to_anchor=(0.5, -0.05), ncol=4, fontsize=8)
     lanes.set_title(title, fontsize=10)
-    used = [(s.at - zero, s.utilization) for s in samples if zero <= s.at <= until]
-    if used:
-        gpu.plot(*zip(*used), color="black", linewidth=0.8)
-    else:
+    series = gpu_series(samples, zero, until)
+    for index, (number, used) in enumerate(series.items()):
+        gpu.plot([at - zero for at, _ in used], [u for _, u in used], color=f"C{index}", linewidth=0.8,
+                 label=f"GPU {number}")
+    if len(series) > 1:
+        gpu.legend(fontsize=8, loc="upper right")
+    if not series:
         gpu.text(0.5, 0.5, "GPU utilization not sampled", ha="center", va="center", transform=gpu.transAxes)
     gpu.set_ylim(0, 105)
     gpu.set_ylabel("GPU %")

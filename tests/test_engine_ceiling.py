@@ -2,13 +2,14 @@
 replay on vLLM (a CUDA GPU)."""
 
 import json
+import re
 import subprocess
 import sys
 
 import pytest
 import torch
 
-from conftest import REPO
+from conftest import REPO, write_scalars
 from experiments import engine_ceiling
 from rftkit.reports.tensorboard import read_points
 
@@ -23,13 +24,38 @@ def test_the_requests_of_a_window_are_the_experiences_the_pipeline_counted():
     assert all(prompt > 0 and reply >= 0 for prompt, reply in shapes)
 
 
-def test_the_explorers_time_is_its_window_less_the_evaluations_in_it():
-    explorer = read_points(RUN / "monitor" / "tensorboard" / "explorer")
-    ends = {p.step: p.wall_time for p in explorer[engine_ceiling.COLLECTED]}
-    window = ends[47] - ends[39]
-    seconds = engine_ceiling.explorer_seconds(RUN, 40, 47)
-    evaluations = [p.value for p in explorer["time/eval"] if ends[39] < p.wall_time <= ends[47]]
-    assert evaluations and seconds == pytest.approx(window - sum(evaluations))
+def explorer_run(folder, evaluation=None):
+    """An explorer's scalars as Trinity writes them: steps 1..8 collected at 10 s a step from t=1000, sync groups
+    of 2, and an optional evaluation (step, start, end)."""
+    series = {engine_ceiling.COLLECTED: [(step, 0.5, 1000.0 + 10 * step) for step in range(1, 9)],
+              engine_ceiling.SYNC_GROUP: [(step, 20.0, 1000.0 + 10 * step) for step in (2, 4, 6, 8)]}
+    if evaluation:
+        step, start, end = evaluation
+        series[engine_ceiling.EVAL] = [(step, end - start, end)]
+    write_scalars(folder, "explorer", series)
+    return folder
+
+
+def test_the_explorers_time_runs_from_a_sync_groups_end(tmp_path):
+    run = explorer_run(tmp_path / "run", evaluation=(2, 1005.0, 1025.0))
+    assert engine_ceiling.explorer_seconds(run, 5, 8) == pytest.approx(40.0)  # from step 4's end to step 8's
+
+
+@pytest.mark.parametrize("first,last,message", [
+    (4, 6, "step 3 ends no sync group (the explorer's end at steps 2, 4, 6, 8)"),
+    (3, 6, "the evaluation of step 2 ran in the window"),
+    (1, 2, "the window needs the end of step 0 too"),
+])
+def test_windows_that_would_miscount_the_explorer_are_refused(tmp_path, first, last, message):
+    run = explorer_run(tmp_path / "run", evaluation=(2, 1005.0, 1025.0))
+    with pytest.raises(engine_ceiling.InputError, match=re.escape(message)):
+        engine_ceiling.explorer_seconds(run, first, last)
+
+
+def test_the_kept_run_has_no_window_free_of_evaluations():
+    """It evaluated every 8 steps for about 65 s, through the next sync group: its rate cannot be read."""
+    with pytest.raises(engine_ceiling.InputError, match="the evaluation of step 40 ran in the window"):
+        engine_ceiling.explorer_seconds(RUN, 37, 40)
 
 
 def test_the_table_gives_the_explorer_as_a_share_of_the_engines_rate():
@@ -42,6 +68,7 @@ def test_the_table_gives_the_explorer_as_a_share_of_the_engines_rate():
 @pytest.mark.parametrize("args,message", [
     (["--steps", "1:3"], "--steps 1:3: expected A:B, whole numbers with 2 <= A <= B"),
     (["--steps", "500:501"], "--steps 500:501: the run kept no experience of those explore steps"),
+    (["--steps", "41:44"], "--steps 41:44: the evaluation of step 40 ran in the window"),
 ])
 def test_bad_windows_are_refused_with_one_line(tmp_path, args, message):
     (tmp_path / "config.json").write_text("{}")  # a model folder, as far as the checks look

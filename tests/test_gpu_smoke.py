@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from rftkit.overrides import apply_overrides, load_yaml
+from rftkit.trainer import lora_requests
 from runkit.examples import EXAMPLES
 from runkit.sample_data import make_data, sample_data
 from tests.gpu import smoke
@@ -80,8 +81,9 @@ def test_the_smoke_lora_launch_passes_trinitys_checker_and_syncs_through_files(g
     assert "trained         LoRA rank 8 on all-linear, alpha 32: " in out and "sync            checkpoint" in out
 
 
-def write_lora_run(job, tensors=2, loaded=((1, 2), (1, 2))):
-    """What the adapter checks read of a LoRA run: the last step's adapter and each engine's log."""
+def write_lora_run(job, tensors=2, loaded=((1, 2), (1, 2)), served=((1, 2), (1, 2))):
+    """What the adapter checks read of a LoRA run: the last step's adapter and each engine's log, with the versions
+    it loaded and those its OpenAI API served (rftkit.trainer.lora_requests's lines)."""
     from safetensors.torch import save_file
 
     adapter = job / f"global_step_{smoke.STEPS}" / "actor" / "lora_adapter"
@@ -92,12 +94,14 @@ def write_lora_run(job, tensors=2, loaded=((1, 2), (1, 2))):
     for engine, versions in enumerate(loaded):
         (job / "log" / f"explorer_rollout_model_{engine}_0.log").write_text("".join(
             f"INFO Redirect `lora_path` from old_model_version={v - 1} to model_version={v} successfully.\n"
-            for v in versions))
+            for v in versions) + "".join(
+            f"INFO {lora_requests.SERVED}{job}/global_step_{v}/actor/lora_adapter\n" for v in served[engine]))
 
 
 @pytest.mark.parametrize("run,ok", [({}, True), ({"tensors": 0}, False), ({"loaded": ((1, 2), ())}, False),
-                                    ({"loaded": ((1, 2),)}, False)],
-                         ids=["complete", "empty-adapter", "an-engine-never-loaded-it", "an-engine-missing"])
+                                    ({"loaded": ((1, 2),)}, False), ({"served": ((1, 2), ())}, False)],
+                         ids=["complete", "empty-adapter", "an-engine-never-loaded-it", "an-engine-missing",
+                              "an-api-served-the-base-model"])
 def test_the_adapter_checks_need_tensors_and_every_engine_loading_a_trained_version(tmp_path, run, ok):
     write_lora_run(tmp_path, **run)
     checks = smoke.adapter_checks(tmp_path, engines=2)

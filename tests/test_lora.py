@@ -163,7 +163,7 @@ def test_the_engines_first_adapter_leaves_the_model_as_it_is(tmp_path, qwen2):
     lora.use_initial_adapter(config)
     lora.write_initial_adapter(config)
     folder = lora.initial_adapter_path(config)
-    assert settings == {**settings, "path": str(folder), "is_dummy": True}
+    assert settings == {**settings, "path": str(folder), "is_dummy": True, "name": lora.ADAPTER_NAME}
     weights = load_file(folder / "adapter_model.safetensors")
     assert len(weights) == 2 * 2 * 2 and all(not w.any() for w in weights.values())  # 2 layers x 2 modules x A, B
     base = AutoModelForCausalLM.from_pretrained(qwen2)
@@ -312,3 +312,14 @@ def test_the_lora_patches_stop_when_trinity_or_verl_moved():
         lora_saves.small_checkpoints(as_module(CHECKPOINT_MANAGER, FSDPCheckpointManager=Moved))
     with pytest.raises(PatchTargetMoved, match="'lora.adapter_syncs'.*trinity-rft 0.6.0"):
         lora_saves.adapter_only(as_module(TRINITY_WORKERS, TrinityActorRolloutRefWorker=Moved))
+
+
+def test_an_adapter_gets_the_name_vllm_needs_unless_the_yaml_gives_one(tmp_path):
+    """Trinity-RFT 0.6.0 builds each sync's LoRARequest from the adapter's `name`; vLLM refuses None (seen on an
+    H200: the first sync failed)."""
+    for given, expected in ((None, lora.ADAPTER_NAME), ("mine", "mine")):
+        settings = {"lora_rank": 8, **({"name": given} if given else {})}
+        config = {"model": {"model_path": str(tmp_path), "lora_configs": [settings]},
+                  "checkpoint_root_dir": str(tmp_path), "project": "p", "name": "n"}
+        lora.use_initial_adapter(config)
+        assert settings["name"] == expected

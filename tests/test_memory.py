@@ -15,7 +15,7 @@ from runkit.examples import EXAMPLES
 from runkit.sample_data import sample_data
 from runkit.tiny_model import write_model_config
 
-H100_GIB = 79.6  # an 80 GB card, as torch reports it
+H100_GIB = 79.6  # an 80 GB card, as nvidia-smi reports it (81,559 MiB)
 
 
 @pytest.fixture(scope="module")
@@ -144,3 +144,34 @@ def test_formulas_that_moved_stop_the_estimate_unless_the_check_is_off(models, m
         memory.estimate(config)
     config.ignore_validator_suggestions = True
     assert memory.estimate(config) is None
+
+
+def test_the_reference_model_counts_only_for_algorithms_that_build_one():
+    """Trinity's algorithm types say whether verl builds a reference model (`use_reference`)."""
+    from types import SimpleNamespace
+
+    from rftkit import memory
+
+    def algorithm(name):
+        return SimpleNamespace(algorithm=SimpleNamespace(algorithm_type=name))
+
+    assert memory.uses_reference(algorithm("multi_step_grpo")) and memory.uses_reference(algorithm("grpo"))
+    assert not memory.uses_reference(algorithm("dapo")) and not memory.uses_reference(algorithm("raft"))
+
+
+def test_an_untied_output_layer_is_counted_as_the_model_has_it(tmp_path):
+    """Trinity's validator counts AutoModel's parameters, without the output layer; an untied one is added back
+    (Qwen2.5-7B's, 545M parameters), a tied one is the embedding already counted (Qwen2.5-3B)."""
+    from types import SimpleNamespace
+
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from rftkit import memory
+
+    for name in ("Qwen2.5-7B", "Qwen2.5-3B"):
+        folder = write_model_config(tmp_path / name, name)
+        config = SimpleNamespace(model=SimpleNamespace(model_path=str(folder), trust_remote_code=False))
+        with torch.device("meta"):
+            whole = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(folder)).num_parameters()
+        assert memory._model(config)[0] == whole, name

@@ -77,27 +77,25 @@ def test_a_folder_that_is_no_run_is_refused(tmp_path):
     assert result.returncode == 2 and "no monitor/tensorboard/trainer" in result.stderr
 
 
-def test_samples_written_by_nvidia_smi_are_read_back_on_the_epoch(tmp_path, monkeypatch):
-    """A fixture nvidia-smi that prints two GPUs' lines in its local-time format, as the real one does with -lms,
-    until it is stopped."""
+def test_samples_from_nvidia_smi_are_kept_with_their_time_and_stop_with_the_block(tmp_path, monkeypatch):
+    """A fixture nvidia-smi that answers for two GPUs as the real one does, the second without a reading."""
     smi = tmp_path / "bin" / "nvidia-smi"
     smi.parent.mkdir()
-    smi.write_text("#!/bin/sh\necho \"$@\" > " + str(tmp_path / "args") + "\n"
-                   "while true; do d=$(date '+%Y/%m/%d %H:%M:%S.000'); echo \"$d, 0, 87, 1024\"; "
-                   "echo \"$d, 1, 0, [N/A]\"; sleep 0.1; done\n")
+    smi.write_text("#!/bin/sh\necho \"$@\" > " + str(tmp_path / "args") + "\necho '0, 87, 1024'\n"
+                   "echo '1, [N/A], [N/A]'\n")
     smi.chmod(0o755)
     monkeypatch.setenv("PATH", f"{smi.parent}:{os.environ['PATH']}")
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
     before = time.time()
-    with gpu_samples.sampled(tmp_path / "run") as path:
+    with gpu_samples.sampled(tmp_path / "run", interval_s=0.1) as path:
         time.sleep(0.5)
+    after = time.time()
     samples = gpu_samples.read(path)
-    assert samples and all(s.gpu == 0 and s.utilization == 87 for s in samples)  # [N/A] lines are skipped
-    assert all(before - 1.5 <= s.at <= time.time() + 1 for s in samples)
+    assert len(samples) >= 2 and all(s.gpu == 0 and s.utilization == 87 and s.memory_mib == 1024 for s in samples)
+    assert all(before - 0.01 <= s.at <= after for s in samples) and samples == sorted(samples)  # kept to 0.01 s
     assert "-i 0,1" in (tmp_path / "args").read_text()
-    count = len(samples)
     time.sleep(0.3)
-    assert len(gpu_samples.read(path)) == count, "the sampler stopped with the block"
+    assert len(gpu_samples.read(path)) == len(samples), "the sampling stopped with the block"
 
 
 def test_no_nvidia_smi_no_samples(tmp_path, monkeypatch):
@@ -105,3 +103,19 @@ def test_no_nvidia_smi_no_samples(tmp_path, monkeypatch):
     with gpu_samples.sampled(tmp_path / "run") as path:
         assert path is None
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("in_wait", [True, False])
+def test_a_sync_is_drawn_after_the_train_step_or_where_the_wait_begins(in_wait):
+    """One step logged at t=100: 5 s of waiting, a 3 s train step, a 1 s sync, no save."""
+    from rftkit.reports.tensorboard import Point
+
+    trainer = {tag: [Point(7, value, 100.0)] for tag, value in
+               (("time/read_experience", 5.0), ("time/train_step", 3.0), ("time/sync_weight", 1.0))}
+    spans = {phase: (start, end) for phase, start, end in step_timeline.trainer_spans(trainer, 7, in_wait)}
+    if in_wait:  # the sync is part of the wait, which then ends where the train step begins, at the log's time
+        assert spans["train step"] == (97.0, 100.0) and spans["waiting for experiences"] == (92.0, 97.0)
+        assert spans["weight sync"] == (92.0, 93.0)
+    else:
+        assert spans["weight sync"] == (99.0, 100.0) and spans["train step"] == (96.0, 99.0)
+        assert spans["waiting for experiences"] == (91.0, 96.0)

@@ -82,6 +82,7 @@ TRINITY_FSDP = "trinity.trainer.verl.fsdp_engine"
 SYNCHRONIZER = "trinity.manager.synchronizer"
 ROLLOUT_MODEL = "trinity.common.models.vllm_model"
 ASYNC_LLM = "vllm.v1.engine.async_llm"
+OPENAI_SERVING = "vllm.entrypoints.openai.engine.serving"
 REGISTRY = "vllm.model_executor.models.registry"
 TRINITY_WORKERS = "trinity.trainer.verl.workers"
 CHECKPOINT_MANAGER = "verl.utils.checkpoint.fsdp_checkpoint_manager"
@@ -165,6 +166,18 @@ PATCHES = _table(
            ("per_tensor_param, _ = self.actor.engine.get_per_tensor_param()",),
            f"{TRINITY_WORKERS}:TrinityActorRolloutRefWorker._save_lora":
            ('lora_save_path = os.path.join(local_path, "lora_adapter")',)}, ("worker",)),
+    Patch("lora.served_to_the_api", "a LoRA run's rollouts through the OpenAI API get the adapter being trained, "
+          "not the base model",
+          {**TRINITY, "vllm": "0.23.0"}, {ROLLOUT_MODEL: "rftkit.trainer.lora_requests:remember_the_engine",
+                                          OPENAI_SERVING: "rftkit.trainer.lora_requests:adapter_for_the_base_model"},
+          {f"{ROLLOUT_MODEL}:vLLMRolloutModel.__init__": ("self.enable_lora = config.enable_lora",),
+           f"{OPENAI_SERVING}:OpenAIServing._maybe_get_adapters":
+           ("if request.model in self.models.lora_requests:", "if self._is_model_supported(request.model):")},
+          ("worker",),
+          requires={f"{ROLLOUT_MODEL}:vLLMRolloutModel.get_lora_request":
+                    ("LoRARequest(**self.config.lora_modules[0])",),
+                    f"{ROLLOUT_MODEL}:vLLMRolloutModel.sync_model_weights":
+                    ("await self.async_llm.add_lora(self.get_lora_request(self.default_lora_path))",)}),
     Patch("lora.small_checkpoints", "a PEFT model's checkpoint holds its adapter, not the frozen base model",
           VERL, {CHECKPOINT_MANAGER: "rftkit.trainer.lora_saves:small_checkpoints"},
           {f"{CHECKPOINT_MANAGER}:FSDPCheckpointManager.save_checkpoint":

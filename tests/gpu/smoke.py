@@ -51,6 +51,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from rftkit.cli import ArgumentParser, at_least
+from rftkit.trainer import lora_requests
 from runkit.commands import launch_command
 from runkit.examples import CONFIGS  # config file name -> its example and task selector
 from runkit.runs import job_dir
@@ -79,6 +80,8 @@ SMOKE_SETTINGS = {
     # the weights as they were, and a stale engine would pass for a synced one. An entropy term
     # and a large learning rate make each update move them (tests/gpu/engine_check.py).
     "algorithm.entropy_loss_fn": "default",
+    # and every group's rewards agree, so the FrozenLake configs' std_threshold would drop them all
+    "algorithm.advantage_fn_args.std_threshold": None,
     "algorithm.entropy_loss_fn_args": {"entropy_coef": 0.01},
     "algorithm.optimizer.lr": 1e-2,
     "synchronizer.sync_interval": 1,  # a weight sync after every step (the math configs sync every 4)
@@ -179,6 +182,7 @@ def engine_checks(job: Path, engines: int, probes: Path, model: Path, lora_rank:
 
 
 ADAPTER_LOADED = re.compile(r"Redirect `lora_path` from old_model_version=-?\d+ to model_version=(\d+)")
+ADAPTER_SERVED = re.compile(re.escape(lora_requests.SERVED) + r"\S*global_step_(\d+)")
 
 
 def adapter_checks(job: Path, engines: int) -> list[Check]:
@@ -194,7 +198,12 @@ def adapter_checks(job: Path, engines: int) -> list[Check]:
     for log in sorted((job / "log").glob("explorer_rollout_model_*.log")):
         loaded[log.name] = sorted({int(v) for v in ADAPTER_LOADED.findall(log.read_text(errors="replace"))})
     ok = len(loaded) == engines and all(versions and versions[0] >= 1 for versions in loaded.values())
-    return checks + [Check("every engine loaded the trained adapter", ok, str(loaded or "no engine log"))]
+    checks.append(Check("every engine loaded the trained adapter", ok, str(loaded or "no engine log")))
+    served = {}  # rftkit.trainer.lora_requests logs each adapter version the API's rollouts got
+    for log in sorted((job / "log").glob("explorer_rollout_model_*.log")):
+        served[log.name] = sorted({int(v) for v in ADAPTER_SERVED.findall(log.read_text(errors="replace"))})
+    ok = len(served) == engines and all(versions and versions[-1] >= 1 for versions in served.values())
+    return checks + [Check("the API's rollouts got a trained adapter", ok, str(served or "no engine log"))]
 
 
 def has_tag(tags, wanted: str) -> bool:
