@@ -7,7 +7,7 @@ from typing import Callable
 
 from rftkit import keys
 from rftkit.keys import CHECKPOINTING_KEY
-from rftkit.memory import reference_offloaded
+from rftkit.memory import reference_offloaded, uses_reference
 from rftkit.trainer import attention, liger
 
 # What a dry run does not check, each with where it is checked instead; printed with its summary.
@@ -117,7 +117,11 @@ def start_up(config) -> str:
 
 
 def reference_placement(config) -> str:
-    """The reference model's weights: dtype, and where rftkit.trainer.ref_model leaves them."""
+    """The reference model's weights: dtype, and where rftkit.trainer.ref_model leaves them; or why there is none."""
+    if not uses_reference(config):
+        return f"none ({config.algorithm.algorithm_type} uses no reference model)"
+    if config.model.lora_configs:
+        return "the trained model with its adapter off (verl keeps no reference copy with LoRA)"
     ref = (config.trainer.trainer_config or {}).get("ref", {}).get("fsdp_config", {})
     return (f"{ref.get('model_dtype', 'fp32')} weights, "
             + ("on the CPU, copied in for every micro-batch (param_offload)" if reference_offloaded(config)

@@ -76,6 +76,8 @@ def test_the_same_launch_with_lora_fits_and_has_no_reference_model(sample_work, 
                    "--gpu-memory", str(H100_GIB), "--lora")
     assert full.returncode == lora.returncode == 0, lora.stderr[-2000:]
     assert "reference model" in memory_lines(full.stdout) and "reference model" not in memory_lines(lora.stdout)
+    assert "reference model bfloat16 weights, on the GPU" in full.stdout
+    assert "reference model the trained model with its adapter off" in lora.stdout
     assert float(PEAK.search(lora.stdout).group(1)) < float(PEAK.search(full.stdout).group(1))
     assert "  on the GPU    fits: the trainer has 59.7 GiB of this 79.6 GiB GPU" in lora.stdout
 
