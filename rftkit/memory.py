@@ -115,9 +115,14 @@ def estimate(config, trainable: int | None = None) -> Estimate | None:
     else:
         reference, frozen = 0.0, _bytes_each(trainer, ACTOR_DTYPE_KEY) * params / gpus
     tokens = config.trainer.max_token_len_per_gpu
-    checkpointing = keys.get(trainer, CHECKPOINTING_KEY) is not False  # Trinity's formula assumes it
     return Estimate(model=running + frozen + reference, reference=reference, optimizer_step=step,
-                    activations=_activations(config, tokens) if checkpointing else None, tokens=tokens)
+                    activations=_activations(config, tokens) if checkpointing(config) else None, tokens=tokens)
+
+
+def checkpointing(config) -> bool:
+    """Whether verl checkpoints the trainer's activations (on unless the config turns it off); Trinity's
+    activation formula assumes it."""
+    return keys.get(_trainer(config), CHECKPOINTING_KEY) is not False
 
 
 def uses_reference(config) -> bool:

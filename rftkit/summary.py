@@ -5,9 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-from rftkit import keys
-from rftkit.keys import CHECKPOINTING_KEY
-from rftkit.memory import reference_offloaded, uses_reference
+from rftkit.memory import checkpointing, reference_offloaded, uses_reference
 from rftkit.trainer import attention, liger
 
 # What a dry run does not check, each with where it is checked instead; printed with its summary.
@@ -101,9 +99,8 @@ def summarize(config, attention_reason: str = "", liger_reason: str = "", lora_l
 def trainer_engine(config) -> str:
     """verl's sharding of the trainer's models and its activation checkpointing."""
     strategy = config.trainer.trainer_strategy
-    checkpointing = keys.get({"trainer": vars(config.trainer)}, CHECKPOINTING_KEY) is not False
     return (f"verl {dict(fsdp='FSDP1', fsdp2='FSDP2').get(strategy, strategy)}, "
-            f"activation checkpointing {'on' if checkpointing else 'off'}")
+            f"activation checkpointing {'on' if checkpointing(config) else 'off'}")
 
 
 def start_up(config) -> str:

@@ -94,10 +94,15 @@ def explorer_spans(explorer: dict, since: float, until: float) -> list[tuple[str
     return spans
 
 
-def per_step(explorer: dict, trainer: dict, steps: list[int], waits: set[int], samples: list) -> list[tuple]:
-    """The table's rows: (what, seconds a trainer step, share of the step's wall time or None, note)."""
+def window_spans(trainer: dict, steps: list[int], waits: set[int]) -> list[tuple[str, float, float]]:
+    """`trainer_spans` of each of `steps`, those in `waits` with their sync in the wait."""
+    return [span for step in steps for span in trainer_spans(trainer, step, step in waits)]
+
+
+def per_step(explorer: dict, trainer: dict, spans: list, steps: list[int], samples: list) -> list[tuple]:
+    """The table's rows: (what, seconds a trainer step, share of the step's wall time or None, note), from
+    `window_spans` of `steps`."""
     ends = {p.step: p.wall_time for p in trainer["time/train_step"]}
-    spans = [span for step in steps for span in trainer_spans(trainer, step, step in waits)]
     since = ends.get(steps[0] - 1, min(start for _, start, _ in spans))
     until = ends[steps[-1]]
     wall = (until - since) / len(steps)
@@ -155,10 +160,10 @@ def table(rows: list[tuple]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def draw(explorer: dict, trainer: dict, steps: list[int], waits: set[int], samples: list, title: str, path: Path):
+def draw(explorer: dict, trainer_lane: list, samples: list, title: str, path: Path):
     from rftkit.reports.plots import plt, save_png
 
-    spans = {"trainer": [s for step in steps for s in trainer_spans(trainer, step, step in waits)]}
+    spans = {"trainer": trainer_lane}
     zero = min(start for _, start, _ in spans["trainer"])
     until = max(end for _, _, end in spans["trainer"])
     spans["explorer"] = explorer_spans(explorer, zero, until + 1e-6)
@@ -224,11 +229,11 @@ def main(argv: list[str] | None = None) -> int:
     waits = syncs_while_waiting(args.run / "log" / "trainer.log")
     samples_file = args.run / gpu_samples.FILE_NAME
     samples = gpu_samples.read(samples_file) if samples_file.is_file() else []
-    text = f"# Step timeline: {args.run}\n\n" + table(per_step(explorer, trainer, steps, waits, samples))
+    spans = window_spans(trainer, steps, waits)
+    text = f"# Step timeline: {args.run}\n\n" + table(per_step(explorer, trainer, spans, steps, samples))
     args.out.mkdir(parents=True, exist_ok=True)
     with atomic_paths(args.out / "timeline.png", args.out / "timeline.md") as (png, md):
-        draw(explorer, trainer, steps, waits, samples, f"{args.run.name}: trainer steps {steps[0]} to {steps[-1]}",
-             png)
+        draw(explorer, spans, samples, f"{args.run.name}: trainer steps {steps[0]} to {steps[-1]}", png)
         md.write_text(text + "\n![timeline](timeline.png)\n", encoding="utf-8")
     print(text)
     return 0
