@@ -9,11 +9,11 @@ GPU), a LoRA run's frozen base (Trinity counts every parameter as trained; with 
 reference's log-probs with the adapter off, so there is no reference model), an untied output layer (Trinity
 counts the model without it), and the colocated engine's share of the card.
 
-Against the peaks measured on GPUs the estimate ran from 8% below to 34% above them, the error in the
-activations; its part without them, the model, its optimizer and the optimizer step, was never above a
-measured peak (docs/gpu.md, "What fits"). So only that part refuses a launch, against all the memory the
-trainer has. A peak over Trinity's own limit (80% of that memory, 90% with PyTorch's expandable segments) is
-a warning naming the micro-batch budget that fits.
+Against the peaks measured on GPUs the estimate errs both ways, in the activations; its part without them,
+the model, its optimizer and the optimizer step, was never above a measured peak (docs/gpu.md, "What fits",
+and tests/test_memory.py). So only that part refuses a launch, against all the memory the trainer has. A peak
+over Trinity's own limit (80% of that memory, 90% with PyTorch's expandable segments) is a warning naming the
+micro-batch budget that fits.
 """
 
 from __future__ import annotations
