@@ -25,7 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-from rftkit.cli import ArgumentParser, above
+from rftkit.cli import ArgumentParser, above, step_range
 from rftkit.files import atomic_paths, check_writable
 from rftkit.inputs import InputError, reports_input_errors
 from rftkit.reports.tensorboard import read_points
@@ -114,16 +114,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("run", metavar="RUN", type=Path, help="a run's folder, <checkpoint dir>/<project>/<name>")
     parser.add_argument("model", metavar="MODEL", type=Path, help="the run's model folder (its start is enough: "
                                                                   "the rate does not depend on the weights)")
-    parser.add_argument("--steps", metavar="A:B", required=True, help="explore steps to replay (A >= 2: the end of "
-                                                                      "step A-1 starts the explorer's clock)")
+    parser.add_argument("--steps", metavar="A:B", type=step_range(2), required=True,
+                        help="explore steps to replay (A >= 2: the end of step A-1 starts the explorer's clock)")
     parser.add_argument("--memory", type=above(0), default=0.25, help="the engine's share of the GPU's memory")
     parser.add_argument("--temperature", type=float, default=1.0, help="the run's sampling temperature")
     parser.add_argument("--out", type=Path, required=True, help="folder for engine_ceiling.json and .md")
     args = parser.parse_args(argv)
-    first, sep, last = (args.steps or "").partition(":")
-    if not (sep and first.isdigit() and last.isdigit() and 2 <= int(first) <= int(last)):
-        raise InputError(f"--steps {args.steps}: expected A:B, whole numbers with 2 <= A <= B")
-    first, last = int(first), int(last)
+    first, last = args.steps
     if not (args.run / EXPERIENCES).is_file():
         raise InputError(f"RUN {args.run}: no {EXPERIENCES}; expected a run's folder, "
                          f"<checkpoint dir>/<project>/<name>")
@@ -132,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     check_writable(args.out, "--out")
     shapes = requests(args.run, first, last)
     if not shapes:
-        raise InputError(f"--steps {args.steps}: the run kept no experience of those explore steps")
+        raise InputError(f"--steps {first}:{last}: the run kept no experience of those explore steps")
     result = {"steps": f"{first}:{last}", "requests": len(shapes), "prompt_tokens": sum(p for p, _ in shapes),
               "reply_tokens": sum(r for _, r in shapes), "explorer_seconds": explorer_seconds(args.run, first, last)}
     print(f"replaying {len(shapes)} requests on vLLM ...", flush=True)

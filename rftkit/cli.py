@@ -56,6 +56,18 @@ def above(lowest: float):
     return at_least(lowest, float, strictly=True)
 
 
+def step_range(lowest: int):
+    """An argparse type: `A:B`, whole numbers with `lowest` <= A <= B, as the pair (A, B)."""
+    def parse(text: str) -> tuple[int, int]:
+        first, sep, last = text.partition(":")
+        if not (sep and first.isdigit() and last.isdigit() and lowest <= int(first) <= int(last)):
+            raise argparse.ArgumentTypeError(f"expected A:B, whole numbers with {lowest} <= A <= B, got {text}")
+        return int(first), int(last)
+
+    parse.__name__ = "step range"
+    return parse
+
+
 def exit_now(code: int) -> None:
     """End the process with `code`, skipping the interpreter's teardown of every loaded module (slow once a
     launch has imported its stack). Output is flushed and atexit's handlers (logging's, Ray's) run first."""

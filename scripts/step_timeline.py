@@ -25,7 +25,7 @@ from pathlib import Path
 from statistics import mean
 
 from rftkit import gpu_samples
-from rftkit.cli import ArgumentParser
+from rftkit.cli import ArgumentParser, step_range
 from rftkit.files import atomic_paths, check_writable
 from rftkit.inputs import InputError, reports_input_errors
 from rftkit.reports.tensorboard import read_points
@@ -194,19 +194,17 @@ def draw(explorer: dict, trainer_lane: list, samples: list, title: str, path: Pa
     save_png(fig, path)
 
 
-def pick_steps(trainer: dict, text: str | None) -> list[int]:
+def pick_steps(trainer: dict, wanted: tuple[int, int] | None) -> list[int]:
     have = sorted(p.step for p in trainer.get("time/train_step", []))
     if not have:
         raise InputError("RUN: its trainer logged no time/train_step: no trainer step finished")
-    if text is None:
+    if wanted is None:
         middle = len(have) // 2
         return have[max(0, middle - 2):middle + 3]
-    first, sep, last = text.partition(":")
-    if not (sep and first.isdigit() and last.isdigit() and int(first) <= int(last)):
-        raise InputError(f"--steps {text}: expected A:B, whole numbers with A <= B")
-    picked = [step for step in have if int(first) <= step <= int(last)]
+    first, last = wanted
+    picked = [step for step in have if first <= step <= last]
     if not picked:
-        raise InputError(f"--steps {text}: the run's trainer logged steps {have[0]} to {have[-1]}")
+        raise InputError(f"--steps {first}:{last}: the run's trainer logged steps {have[0]} to {have[-1]}")
     return picked
 
 
@@ -214,8 +212,8 @@ def pick_steps(trainer: dict, text: str | None) -> list[int]:
 def main(argv: list[str] | None = None) -> int:
     parser = ArgumentParser(prog="python scripts/step_timeline.py", description=__doc__)
     parser.add_argument("run", metavar="RUN", type=Path, help="a run's folder, <checkpoint dir>/<project>/<name>")
-    parser.add_argument("--steps", metavar="A:B", help="trainer steps to draw and average (default: five from "
-                                                       "the middle of the run)")
+    parser.add_argument("--steps", metavar="A:B", type=step_range(1),
+                        help="trainer steps to draw and average (default: five from the middle of the run)")
     parser.add_argument("--out", type=Path, required=True, help="folder for timeline.png and timeline.md")
     args = parser.parse_args(argv)
     tensorboard = args.run / "monitor" / "tensorboard"

@@ -66,7 +66,7 @@ def test_the_table_gives_the_explorer_as_a_share_of_the_engines_rate():
 
 
 @pytest.mark.parametrize("args,message", [
-    (["--steps", "1:3"], "--steps 1:3: expected A:B, whole numbers with 2 <= A <= B"),
+    (["--steps", "1:3"], "--steps: expected A:B, whole numbers with 2 <= A <= B, got 1:3"),
     (["--steps", "500:501"], "--steps 500:501: the run kept no experience of those explore steps"),
     (["--steps", "41:44"], "--steps 41:44: the evaluation of step 40 ran in the window"),
 ])

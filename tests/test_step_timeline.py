@@ -63,7 +63,7 @@ def test_a_sync_is_placed_where_the_trainers_log_says_it_ran(tmp_path):
 
 
 @pytest.mark.parametrize("args,message", [
-    (["--steps", "9:3"], "--steps 9:3: expected A:B"),
+    (["--steps", "9:3"], "--steps: expected A:B, whole numbers with 1 <= A <= B, got 9:3"),
     (["--steps", "900:901"], "--steps 900:901: the run's trainer logged steps 1 to 62"),
 ])
 def test_bad_steps_are_refused_with_one_line(tmp_path, args, message):

@@ -32,6 +32,10 @@ checkpoint must hold a non-empty adapter, and each engine must have loaded the t
 synced version (its log's "Redirect `lora_path`" lines) in place of the weight probes, which compare whole
 models.
 
+`--architecture NAME` trains a random-weight model of a published shape (runkit.tiny_model.ARCHITECTURES, e.g.
+Qwen2.5-3B) instead of the tiny one, so that the launcher's memory plan and the trainer meet that model's size.
+Its rewards are as flat as the tiny model's; the same entropy term and `std_threshold` setting make its steps train.
+
 `--fault explorer` or `--fault trainer` instead makes the Explorer's or the Trainer's main
 loop die at step 1 (tests/gpu/faults/smoke_faults.py, a Trinity plugin) and checks that the launch
 exits non-zero within about two minutes of the fault, naming it, and never says it finished.
@@ -57,6 +61,7 @@ from runkit.examples import CONFIGS  # config file name -> its example and task 
 from runkit.runs import job_dir
 from runkit.sample_data import make_data, sample_data
 from runkit.steps import run_step
+from runkit.tiny_model import ARCHITECTURES
 
 from rftkit.example import REPO  # the checkout's root
 
@@ -322,6 +327,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--attn", default=None, help="the launch's --attn (default: the launcher's, auto)")
     parser.add_argument("--lora", type=at_least(1), default=None, metavar="RANK",
                         help="train a LoRA adapter of this rank instead of the whole model")
+    parser.add_argument("--architecture", choices=list(ARCHITECTURES), default=None,
+                        help="a random-weight model of this published shape instead of the tiny one")
     parser.add_argument("--fault", choices=list(FAULTS), default=None,
                         help="make the explorer or the trainer die at step 1 and check that the run ends "
                              "(default config: frozenlake.yaml)")
@@ -342,12 +349,15 @@ def main(argv: list[str] | None = None) -> int:
     print(f"GPU smoke: {gpus} x {torch.cuda.get_device_name(0)}, torch {torch.__version__}; work in {work}", flush=True)
 
     from tests.gpu import engine_check
-    from runkit.tiny_model import build_tiny_model
+    from runkit.tiny_model import build_random_model, build_tiny_model
 
     started = time.time()
-    model = build_tiny_model(work / "model", args.tokenizer)
+    if args.architecture:
+        model = build_random_model(work / args.architecture, args.architecture, args.tokenizer, device="cuda")
+    else:
+        model = build_tiny_model(work / "model", args.tokenizer)
     make_data(work)
-    print(f"tiny model and data ready in {time.time() - started:.0f} s", flush=True)
+    print(f"{args.architecture or 'tiny'} model and data ready in {time.time() - started:.0f} s", flush=True)
 
     import pyarrow.parquet as pq
 
