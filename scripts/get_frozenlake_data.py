@@ -16,7 +16,7 @@ from frozenlake.env import ENV_MAX_STEPS
 from rftkit.cli import ArgumentParser, at_least
 from rftkit.example import PATHS_RULE, in_checkout
 from rftkit.files import check_writable
-from rftkit.inputs import reports_input_errors
+from rftkit.inputs import ctrl_c_kept, reports_input_errors
 
 
 @reports_input_errors
@@ -35,8 +35,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     check_writable(args.local_dir, "--local_dir")  # before the maps, which take a while
     try:
-        paths = write_dataset(args.local_dir, args.map_max_size, args.train_size, args.test_size,
-                              args.env_max_steps, args.seed)
+        with ctrl_c_kept():  # the drawing is numpy's, whose errors can swallow a Ctrl-C
+            paths = write_dataset(args.local_dir, args.map_max_size, args.train_size, args.test_size,
+                                  args.env_max_steps, args.seed)
     except (ValueError, RuntimeError) as exc:  # a flag out of range, or flags that make solvable maps too rare
         parser.error(str(exc))
     rows = {name: pq.read_table(path).to_pylist() for name, path in paths.items()}

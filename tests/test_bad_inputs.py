@@ -557,3 +557,28 @@ def test_ctrl_c_ends_an_entry_point_with_one_line_130_and_nothing_written(tmp_pa
     assert code == 130, lines[-5:]
     assert lines[-1].startswith(message) and not any("Traceback" in line for line in lines), lines[-5:]
     assert not (tmp_path / "out").exists()
+
+
+
+def test_a_ctrl_c_that_numpy_turns_into_its_own_error_is_kept_as_the_interrupt():
+    import signal
+
+    import numpy as np
+
+    from rftkit.inputs import ctrl_c_kept
+
+    class PressesCtrlC:
+        def __str__(self):  # numpy asks for the text inside its item assignment
+            signal.raise_signal(signal.SIGINT)
+            return "S"
+
+    before = signal.getsignal(signal.SIGINT)
+    with pytest.raises(ValueError, match="Error setting single item"):  # what numpy makes of it unaided
+        np.array(["F"]).flat[0] = PressesCtrlC()
+    with pytest.raises(KeyboardInterrupt):
+        with ctrl_c_kept():
+            np.array(["F"]).flat[0] = PressesCtrlC()
+    assert signal.getsignal(signal.SIGINT) is before
+    with pytest.raises(ValueError):  # the same kind of error without a Ctrl-C stays what it is
+        with ctrl_c_kept():
+            np.array([1.0]).flat[0] = "not a number"

@@ -12,6 +12,7 @@ model_path.py   a model path: a folder as transformers saves one, or a GGUF file
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import sys
 from pathlib import Path
@@ -60,6 +61,31 @@ def reports_input_errors(main: Callable[..., int]) -> Callable[..., int]:
             raise SystemExit(130) from None
 
     return wrapper
+
+
+@contextlib.contextmanager
+def ctrl_c_kept():
+    """Within: a Ctrl-C that a C extension turned into its own error is raised as the KeyboardInterrupt it was.
+    numpy's item assignment does that: a Ctrl-C landing inside it comes out as "Error setting single item of
+    array.", with no trace of the interrupt. For synchronous code: asyncio.run keeps its own Ctrl-C handling only
+    where Python's default handler is in place."""
+    import signal
+
+    pressed = []
+
+    def on_ctrl_c(signum, frame):
+        pressed.append(signum)
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, on_ctrl_c)
+    try:
+        yield
+    except Exception as exc:
+        if pressed:
+            raise KeyboardInterrupt from exc
+        raise
+    finally:  # None: the handler before was not Python's
+        signal.signal(signal.SIGINT, signal.default_int_handler if previous is None else previous)
 
 
 def read_json(path: Path, lines: bool = False, flag: str | None = None) -> Any:
