@@ -230,4 +230,5 @@ def check(config, found: Estimate | None, card_gib: float | None) -> tuple[str, 
     budget = (f"--set trainer.max_token_len_per_gpu={tokens} fits (it must hold the longest experience)" if tokens
               else "no micro-batch budget fits")
     return (f"may not fit: the peak is over Trinity's limit, {limit_share():.0%} of the trainer's {has}; by the "
-            f"estimate, which ran 8% below to 34% above measured peaks, {budget}; or train an adapter (--lora)"), None
+            f"estimate (its error against measured peaks: docs/gpu.md, \"What fits\"), {budget}; or train an adapter "
+            f"(--lora)"), None
