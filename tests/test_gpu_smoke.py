@@ -46,7 +46,7 @@ def test_gpu_smoke_trains_two_steps(config, tmp_path):
 def test_gpu_smoke_trains_two_steps_with_lora(config, tmp_path):
     code, summary = smoke_on_gpus(tmp_path, "--configs", config, "--lora", "8")
     assert code == 0, [check for check in summary[0]["checks"] if not check["ok"]]
-    assert "every engine loaded the trained adapter" in [check["name"] for check in summary[0]["checks"]]
+    assert "every engine loaded each trained adapter the explorer pulled" in [c["name"] for c in summary[0]["checks"]]
 
 
 @needs_gpus
@@ -81,9 +81,10 @@ def test_the_smoke_lora_launch_passes_trinitys_checker_and_syncs_through_files(g
     assert "trained         LoRA rank 8 on all-linear, alpha 32: " in out and "sync            checkpoint" in out
 
 
-def write_lora_run(job, tensors=2, loaded=((1, 2), (1, 2)), served=((0,), (0, 1))):
-    """What the adapter checks read of a LoRA run: the last step's adapter and each engine's log, with the versions
-    it loaded and those its OpenAI API served (rftkit.trainer.lora_requests's lines)."""
+def write_lora_run(job, tensors=2, pulled=(0, 1, 2), loaded=((1, 2), (1, 2)), served=((0,), (0, 1))):
+    """What the adapter checks read of a LoRA run: the last step's adapter, the explorer's log with the versions its
+    syncs pulled, and each engine's log, with the versions it loaded and those its OpenAI API served
+    (rftkit.trainer.lora_requests's lines)."""
     from safetensors.torch import save_file
 
     adapter = job / f"global_step_{smoke.STEPS}" / "actor" / "lora_adapter"
@@ -91,6 +92,9 @@ def write_lora_run(job, tensors=2, loaded=((1, 2), (1, 2)), served=((0,), (0, 1)
     save_file({f"base_model.model.layers.{i}.q_proj.lora_A.weight": torch.zeros(2, 4) for i in range(tensors)},
               str(adapter / "adapter_model.safetensors"))
     (job / "log").mkdir()
+    (job / "log" / "explorer.log").write_text("".join(
+        f"INFO [explorer.py:491] Explorer sync_weights at step {2 * i} finished, model version = {v}.\n"
+        for i, v in enumerate(pulled)))
     for engine, versions in enumerate(loaded):
         (job / "log" / f"explorer_rollout_model_{engine}_0.log").write_text("".join(
             f"INFO Redirect `lora_path` from old_model_version={v - 1} to model_version={v} successfully.\n"
@@ -99,10 +103,11 @@ def write_lora_run(job, tensors=2, loaded=((1, 2), (1, 2)), served=((0,), (0, 1)
 
 
 @pytest.mark.parametrize("run,ok", [({}, True), ({"tensors": 0}, False), ({"loaded": ((1, 2), ())}, False),
-                                    ({"loaded": ((1, 2),)}, False), ({"served": ((1, 2), ())}, False)],
-                         ids=["complete", "empty-adapter", "an-engine-never-loaded-it", "an-engine-missing",
-                              "an-api-served-the-base-model"])
-def test_the_adapter_checks_need_tensors_and_every_engine_loading_a_trained_version(tmp_path, run, ok):
+                                    ({"loaded": ((1, 2), (1,))}, False), ({"loaded": ((1, 2),)}, False),
+                                    ({"served": ((1, 2), ())}, False), ({"pulled": (0, 0), "loaded": ((), ())}, True)],
+                         ids=["complete", "empty-adapter", "an-engine-never-loaded-it", "an-engine-missed-a-version",
+                              "an-engine-missing", "an-api-served-the-base-model", "no-trained-version-pulled"])
+def test_the_adapter_checks_need_tensors_and_every_engine_loading_each_pulled_version(tmp_path, run, ok):
     write_lora_run(tmp_path, **run)
     checks = smoke.adapter_checks(tmp_path, engines=2)
     assert all(check.ok for check in checks) is ok, checks

@@ -188,6 +188,7 @@ def engine_checks(job: Path, engines: int, probes: Path, model: Path, lora_rank:
 
 
 ADAPTER_LOADED = re.compile(r"Redirect `lora_path` from old_model_version=-?\d+ to model_version=(\d+)")
+EXPLORER_PULLED = re.compile(r"Explorer sync_weights at step \d+ finished, model version = (\d+)")
 ADAPTER_SERVED = re.compile(re.escape(lora_requests.SERVED) + r"(\S+)")
 
 
@@ -200,11 +201,18 @@ def adapter_checks(job: Path, engines: int) -> list[Check]:
     adapter = job / f"global_step_{STEPS}" / "actor" / ADAPTER_FOLDER / ADAPTER_FILE
     tensors = len(safe_open(str(adapter), "pt").keys()) if adapter.is_file() else 0
     checks = [Check(f"step-{STEPS} checkpoint with an adapter", tensors > 0, f"{tensors} tensors in {adapter}")]
+    # The trainer may finish its steps from the first explore step's experiences (FrozenLake's episodes make many
+    # each); then every explorer sync pulls version 0 and no engine is handed a trained adapter to load.
+    explorer_log = job / "log" / "explorer.log"
+    pulled = sorted({int(v) for v in EXPLORER_PULLED.findall(explorer_log.read_text(errors="replace"))} - {0}
+                    if explorer_log.is_file() else [])
     loaded = {}
     for log in sorted((job / "log").glob("explorer_rollout_model_*.log")):
         loaded[log.name] = sorted({int(v) for v in ADAPTER_LOADED.findall(log.read_text(errors="replace"))})
-    ok = len(loaded) == engines and all(versions and versions[0] >= 1 for versions in loaded.values())
-    checks.append(Check("every engine loaded the trained adapter", ok, str(loaded or "no engine log")))
+    ok = len(loaded) == engines and all(set(pulled) <= set(versions) for versions in loaded.values())
+    detail = (f"trained versions the explorer pulled: {pulled}; each engine loaded: {loaded or 'no engine log'}"
+              if pulled else f"no trained version reached the explorer before the run ended ({explorer_log})")
+    checks.append(Check("every engine loaded each trained adapter the explorer pulled", ok, detail))
     # rftkit.trainer.lora_requests logs each adapter the API's rollouts got, once; in a 2-step run the engines may
     # get the first trained adapter only after the last rollout, so any adapter counts (the initial one included)
     served = {}
