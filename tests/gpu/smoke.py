@@ -28,9 +28,9 @@ It prints time to the first step and time per step, and writes summary.md and su
 The random model earns no reward: this proves the machinery, not learning.
 
 `--lora RANK` trains a LoRA adapter of that rank instead of the whole model (rftkit.lora): the step-2
-checkpoint must hold a non-empty adapter, and each engine must have loaded the trained adapter of every
-synced version (its log's "Redirect `lora_path`" lines) in place of the weight probes, which compare whole
-models.
+checkpoint must hold a non-empty adapter, each engine must have loaded every trained version the explorer's
+syncs pulled (its log's "Redirect `lora_path`" lines), and each engine's OpenAI API must have served the
+engine's adapter; these stand in for the weight probes, which compare whole models.
 
 `--architecture NAME` trains a random-weight model of a published shape (runkit.tiny_model.ARCHITECTURES, e.g.
 Qwen2.5-3B) instead of the tiny one, so that the launcher's memory plan and the trainer meet that model's size.
