@@ -131,7 +131,8 @@ def write_run(job, weights, experiences=(16, 16), tags=("rollout/success/mean",)
     steps_logged = range(1, len(experiences) + 1)
     write_scalars(job, "explorer", {smoke.EXPERIENCE_COUNT: list(zip(steps_logged, experiences)),
                                     **{tag: [(step, 0.0) for step in steps_logged] for tag in tags}})
-    write_scalars(job, "trainer", {"time/train_step": [(step, 1.5) for step in range(1, steps + 1)]})
+    write_scalars(job, "trainer", {"time/train_step": [(step, 1.5) for step in range(1, steps + 1)],
+                                   smoke.TRAINER_PEAK: [(step, 10.0 + step) for step in range(1, steps + 1)]})
     if steps != 1:  # global_step_1 holds real weights, above
         final = job / f"global_step_{steps}" / "actor" / "huggingface" / "model.safetensors"
         final.parent.mkdir(parents=True)
@@ -154,6 +155,7 @@ def test_a_complete_run_passes_every_check(tmp_path, versions):
     result = checked(tmp_path, versions, config="frozenlake_difficulty.yaml", tasks=3, alphas=[1.0, 2.0, 3.0])
     assert result.ok, [c for c in result.checks if not c.ok]
     assert result.experiences == [16, 16] and result.per_step_s is not None and result.per_step_s < 60
+    assert result.trainer_peak_gib == 12.0 and "| 12.0 GiB |" in smoke.summary_table([result])
     assert result.plan == "4 GPU(s): 2 engine(s) x 1 GPU, trainer 2 GPU(s)"
     assert "engine 1 holds the trainer's version-1 weights" in [c.name for c in result.checks]
 

@@ -97,6 +97,7 @@ SMOKE_SETTINGS = {
 
 
 EXPERIENCE_COUNT = "experience_pipeline/experience_count"
+TRAINER_PEAK = "actor/perf/max_memory_allocated_gb"  # verl's torch.cuda.max_memory_allocated, in GiB
 FAULT_PLUGIN = "tests.gpu.faults.smoke_faults"  # imported by name in every worker (rftkit.trinity_plugins)
 FAULTS = {
     "explorer": {"data_processor.experience_pipeline.operators": [{"name": "fault_explorer"}]},
@@ -122,6 +123,7 @@ class RunResult:
     first_step_s: float | None = None
     per_step_s: float | None = None
     fault_to_exit_s: float | None = None
+    trainer_peak_gib: float | None = None  # the trainer's own record of its peak, over the steps
     experiences: list[int] = field(default_factory=list)
     checks: list[Check] = field(default_factory=list)
     tags: list[str] = field(default_factory=list)
@@ -261,6 +263,8 @@ def check_run(result: RunResult, checkpoints: Path, launched_at: float, tasks: i
     for points in trainer.values():
         for p in points:
             step_times[p.step] = min(step_times.get(p.step, math.inf), p.wall_time)
+    peaks = [p.value for p in trainer.get(TRAINER_PEAK, [])]
+    result.trainer_peak_gib = max(peaks) if peaks else None
     if 1 in step_times and STEPS in step_times:
         result.first_step_s = step_times[1] - launched_at
         result.per_step_s = (step_times[STEPS] - step_times[1]) / (STEPS - 1)
@@ -306,8 +310,8 @@ def check_fault(result: RunResult, fault: str, checkpoints: Path, log: Path, end
 
 
 def summary_table(results: list[RunResult]) -> str:
-    lines = ["| config | plan | result | time to first step | time per step | experiences per step | wall time |",
-             "|---|---|---|---|---|---|---|"]
+    lines = ["| config | plan | result | time to first step | time per step | experiences per step | trainer peak | "
+             "wall time |", "|---|---|---|---|---|---|---|---|"]
     for r in results:
         first = f"{r.first_step_s:.0f} s" if r.first_step_s is not None else "-"
         if r.fault_to_exit_s is not None:
@@ -315,7 +319,8 @@ def summary_table(results: list[RunResult]) -> str:
         per = f"{r.per_step_s:.1f} s" if r.per_step_s is not None else "-"
         failed = [c.name for c in r.checks if not c.ok]
         verdict = "pass" if r.ok else "FAIL: " + "; ".join(failed)
-        lines.append(f"| {r.config} | {r.plan or '-'} | {verdict} | {first} | {per} | {r.experiences} | "
+        peak = f"{r.trainer_peak_gib:.1f} GiB" if r.trainer_peak_gib is not None else "-"
+        lines.append(f"| {r.config} | {r.plan or '-'} | {verdict} | {first} | {per} | {r.experiences} | {peak} | "
                      f"{r.seconds:.0f} s |")
     return "\n".join(lines) + "\n"
 
