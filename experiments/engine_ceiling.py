@@ -75,6 +75,8 @@ def explorer_seconds(run: Path, first: int, last: int) -> float:
                          f"same engine, and its requests are not among the experiences; choose steps between "
                          f"evaluations")
     return until - since
+
+
 def engine_seconds(model: Path, shapes: list[tuple[int, int]], temperature: float, memory: float) -> float:
     """Seconds vLLM's offline engine takes for `shapes`, all given at once, after a warm-up of a few."""
     from vllm import LLM, SamplingParams

@@ -208,18 +208,17 @@ def adapter_checks(job: Path, engines: int) -> list[Check]:
     explorer_log = job / "log" / "explorer.log"
     pulled = sorted({int(v) for v in EXPLORER_PULLED.findall(explorer_log.read_text(errors="replace"))} - {0}
                     if explorer_log.is_file() else [])
-    loaded = {}
+    loaded, served = {}, {}
     for log in sorted((job / "log").glob("explorer_rollout_model_*.log")):
-        loaded[log.name] = sorted({int(v) for v in ADAPTER_LOADED.findall(log.read_text(errors="replace"))})
+        text = log.read_text(errors="replace")
+        loaded[log.name] = sorted({int(v) for v in ADAPTER_LOADED.findall(text)})
+        served[log.name] = ADAPTER_SERVED.findall(text)
     ok = len(loaded) == engines and all(set(pulled) <= set(versions) for versions in loaded.values())
     detail = (f"trained versions the explorer pulled: {pulled}; each engine loaded: {loaded or 'no engine log'}"
               if pulled else f"no trained version reached the explorer before the run ended ({explorer_log})")
     checks.append(Check("every engine loaded each trained adapter the explorer pulled", ok, detail))
     # rftkit.trainer.lora_requests logs each adapter the API's rollouts got, once; in a 2-step run the engines may
     # get the first trained adapter only after the last rollout, so any adapter counts (the initial one included)
-    served = {}
-    for log in sorted((job / "log").glob("explorer_rollout_model_*.log")):
-        served[log.name] = ADAPTER_SERVED.findall(log.read_text(errors="replace"))
     ok = len(served) == engines and all(served.values())
     return checks + [Check("the API's rollouts got the engine's adapter", ok, str(served or "no engine log"))]
 
