@@ -1,4 +1,4 @@
-"""What fits which GPU: the trainer's memory estimate (`rftkit.memory`) for each example's default config and the
+"""What fits which GPU: the trainer's memory estimate (`rftkit.needs.memory`) for each example's default config and the
 models a user would train with it, whole or with a LoRA adapter (rank 32 on every linear layer), on one 80 GB
 card, one 141 GB card and two 80 GB cards. Each row is the dry run a user would make
 (`main.py --dry-run --gpus N --gpu-memory GIB`), on a folder holding only the model's config.json. A second

@@ -23,7 +23,8 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from rftkit import cluster, gpu_samples, keys, lora, memory, run_state, startup, supervise
+from rftkit import cluster, gpu_samples, keys, lora, run_state, startup, supervise
+from rftkit.needs import disk, memory
 from rftkit.cli import above, at_least
 from rftkit.example import PATHS_RULE, load
 from rftkit.trainer import attention, liger
@@ -102,7 +103,7 @@ def launch(args: argparse.Namespace, workflow_func: Callable | str, judge_func: 
 
 
 def check_memory(trinity_config, trainable: int | None, card_gib: float | None) -> tuple[str, str]:
-    """The trainer's memory estimate and how it stands on the card (`rftkit.memory`); a trainer that cannot fit
+    """The trainer's memory estimate and how it stands on the card (`rftkit.needs.memory`); a trainer that cannot fit
     the card is refused."""
     found = memory.estimate(trinity_config, trainable)
     on_the_gpu, refusal = memory.check(trinity_config, found, card_gib)
@@ -179,6 +180,7 @@ def _launch(args, workflow_func, judge_func, data, check_data) -> int:
         check_data(config)
     lora.check(config)
     lora.adapter_saves(config)
+    lora.fp32_adapter(config)
     lora_line = lora.describe(config)  # refuses modules the model lacks
     trainable = lora.trainable_parameters(config)
     lora.use_initial_adapter(config)
@@ -189,7 +191,8 @@ def _launch(args, workflow_func, judge_func, data, check_data) -> int:
         with no_gpu_banner():  # a dry run needs no GPU; a training run has one (it refuses at once without)
             trinity_config = validate(config, workflow_func, judge_func, args.config, args.set_values)
         memory_lines = check_memory(trinity_config, trainable, card_gib)
-        print(planned + summarize(trinity_config, attention_reason, liger_reason, lora_line, memory_lines))
+        print(planned + summarize(trinity_config, attention_reason, liger_reason, lora_line, memory_lines,
+                                  disk.describe(trinity_config, trainable)))
         print(f"adapted to this machine: {adapted_lines or 'nothing'}")
         if unloadable:  # valid, and possibly meant for another machine: this one would refuse it at launch
             print(f"not on this machine (a launch here refuses it): {unloadable}")
@@ -204,6 +207,8 @@ def _launch(args, workflow_func, judge_func, data, check_data) -> int:
         raise InputError(unloadable)
     estimated, on_the_gpu = check_memory(trinity_config, trainable, card_gib)
     print(f"trainer memory: {estimated}; {on_the_gpu}", flush=True)
+    if disk_line := disk.describe(trinity_config, trainable):
+        print(f"checkpoints on disk: {disk_line}", flush=True)
     if adapted:
         print(f"adapted to this machine: {adapted_lines}", flush=True)
     print(f"trainer attention: {attention.describe(config)} ({attention_reason})", flush=True)

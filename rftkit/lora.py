@@ -22,13 +22,15 @@ from pathlib import Path
 
 from rftkit.inputs import InputError, read_json
 from rftkit import keys
-from rftkit.keys import LORA_KEY
+from rftkit.keys import LORA_KEY, ORIG_PARAMS_KEY, STRATEGY_KEY
 from rftkit.trainer.lora_saves import ADAPTER_FILE
 
 DEFAULT_RANK, DEFAULT_ALPHA, DEFAULT_MODULES = 32, 32, "all-linear"
 ADAPTER_NAME = "policy"  # the adapter's name in vLLM, where the YAML gives none
 ADAPTER_FILES = ("adapter_config.json", ADAPTER_FILE)  # a PEFT adapter folder
 DEFAULTS = {"lora_rank": DEFAULT_RANK, "lora_alpha": DEFAULT_ALPHA, "target_modules": DEFAULT_MODULES}
+# verl's FSDP1 with the adapter's own parameters: what `fp32_adapter` gives an adapter run
+FP32_ADAPTER = {STRATEGY_KEY: "fsdp", ORIG_PARAMS_KEY: True}
 
 
 def overrides(rank: int | None, alpha: int | None, modules: list[str] | None) -> dict:
@@ -127,6 +129,22 @@ def adapter_saves(config: dict) -> None:
     if adapter(config) is not None:
         config.setdefault("synchronizer", {})["sync_method"] = "checkpoint"
         config.setdefault("trainer", {})["save_hf_checkpoint"] = "never"
+
+
+def fp32_adapter(config: dict) -> None:
+    """With an adapter and no `trainer.trainer_strategy` set: `FP32_ADAPTER` (FSDP1 asked for by name gets
+    `use_orig_params` too), so that the adapter and AdamW's moments stay fp32. Under FSDP2 Trinity-RFT 0.6.0 casts
+    the adapter to bf16 before wrapping it (`TrinityActorRolloutRefWorker._maybe_patch_lora_fsdp2`: FSDP2 hands an
+    fp32 adapter bf16 gradients, an error), and AdamW then steps bf16 weights, whose resolution near lora_A's
+    starting values (about 1e-4) is above an update at LoRA's learning rates: most of each update to lora_A is
+    rounded away. FSDP1 keeps fp32 weights and casts them for the forward and backward only; with
+    `use_orig_params` the adapter's parameters keep the names PEFT and rftkit.trainer.lora_saves find it by."""
+    if adapter(config) is None:
+        return
+    if not keys.has(config, STRATEGY_KEY):
+        keys.put(config, STRATEGY_KEY, FP32_ADAPTER[STRATEGY_KEY])
+    if keys.get(config, STRATEGY_KEY) == FP32_ADAPTER[STRATEGY_KEY] and not keys.has(config, ORIG_PARAMS_KEY):
+        keys.put(config, ORIG_PARAMS_KEY, True)
 
 
 def peft_model(model_path: Path, settings: dict):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-from rftkit.memory import checkpointing, reference_offloaded, uses_reference
+from rftkit.needs.memory import checkpointing, reference_offloaded, uses_reference
 from rftkit.trainer import attention, liger
 
 # What a dry run does not check, each with where it is checked instead; printed with its summary.
@@ -18,11 +18,12 @@ NOT_CHECKED = (
 )
 
 def summarize(config, attention_reason: str = "", liger_reason: str = "", lora_line: str | None = None,
-              memory_lines: tuple[str, str] | None = None) -> str:
+              memory_lines: tuple[str, str] | None = None, disk_line: str | None = None) -> str:
     """A readable account of what a validated Trinity config will run; `attention_reason` and
     `liger_reason` say why the trainer's attention and layers are the ones they are; `lora_line` is
     `rftkit.lora.describe`'s (None: the whole model is trained); `memory_lines` the trainer's memory estimate
-    and how it stands on the card (`rftkit.launch.check_memory`)."""
+    and how it stands on the card (`rftkit.launch.check_memory`); `disk_line` what the checkpoints take on disk
+    (`rftkit.needs.disk.describe`)."""
     rollout = config.explorer.rollout_model
     explorer_input = config.buffer.explorer_input
     lines = [
@@ -80,6 +81,7 @@ def summarize(config, attention_reason: str = "", liger_reason: str = "", lora_l
         f"start-up        {start_up(config)}",
         f"sync            {config.synchronizer.sync_method.value}, every {config.synchronizer.sync_interval} step(s)",
         f"checkpoints     {config.checkpoint_job_dir}, every {config.trainer.save_interval} steps",
+        *([f"  on disk       {disk_line}"] if disk_line else []),
         f"monitor         {config.monitor.monitor_type}",
         f"attention       {attention.describe({'trainer': vars(config.trainer)})}",
     ]
@@ -97,10 +99,15 @@ def summarize(config, attention_reason: str = "", liger_reason: str = "", lora_l
 
 
 def trainer_engine(config) -> str:
-    """verl's sharding of the trainer's models and its activation checkpointing."""
+    """verl's sharding of the trainer's models, its activation checkpointing, and an adapter's dtype
+    (rftkit.lora.fp32_adapter)."""
     strategy = config.trainer.trainer_strategy
-    return (f"verl {dict(fsdp='FSDP1', fsdp2='FSDP2').get(strategy, strategy)}, "
+    line = (f"verl {dict(fsdp='FSDP1', fsdp2='FSDP2').get(strategy, strategy)}, "
             f"activation checkpointing {'on' if checkpointing(config) else 'off'}")
+    if config.model.lora_configs:
+        line += (", the adapter and its optimizer states in fp32" if strategy == "fsdp" else
+                 ", the adapter and its optimizer states in bf16 (Trinity-RFT's cast under FSDP2)")
+    return line
 
 
 def start_up(config) -> str:

@@ -12,6 +12,7 @@ import torch
 import launches
 from conftest import REPO
 from rftkit import lora
+from rftkit.keys import get as keys_get
 
 SHAPE = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
              vocab_size=1000, tie_word_embeddings=True)
@@ -63,6 +64,8 @@ def test_the_dry_run_names_the_adapter_and_counts_as_peft_does(tmp_path, frozenl
                            f"alpha {peft_settings['lora_alpha']}: {trainable:,} trainable parameters ")
     assert f"({100 * trainable / (total - trainable):.2f}% of the model's {total - trainable:,})" in line
     assert "sync            checkpoint" in result.stdout  # Trinity's sync for LoRA on separate GPUs
+    assert "trainer engine  verl FSDP1, activation checkpointing on, the adapter and its optimizer states in fp32" \
+        in result.stdout
     assert not (tmp_path / "ckpt").exists(), "a dry run writes nothing, the engine's first adapter included"
 
 
@@ -130,6 +133,26 @@ def test_on_one_gpu_the_adapter_goes_to_the_engine_through_files_and_a_memory_sy
         "error: synchronizer.sync_method: memory hands the engine the whole model")
     assert not (tmp_path / "ckpt").exists()
     assert "sync            memory" in dry_run(tmp_path, frozenlake_data, qwen2, gpus=1).stdout  # without LoRA
+
+
+def test_an_adapter_is_trained_on_fsdp1_unless_the_config_names_an_engine(tmp_path, frozenlake_data, qwen2):
+    """Under FSDP2 Trinity-RFT casts the adapter to bf16, so AdamW steps bf16 weights (tests/test_trainer_speed.py
+    shows the fp32 adapter FSDP1 trains); a config that names its engine keeps it, and the dry run says the dtype."""
+    from rftkit.keys import ORIG_PARAMS_KEY, STRATEGY_KEY
+
+    for given, strategy, orig_params in ((None, "fsdp", True), ("fsdp", "fsdp", True), ("fsdp2", "fsdp2", None)):
+        config = {"model": {"lora_configs": [{"lora_rank": 8}]}, "trainer": {}}
+        if given:
+            config["trainer"]["trainer_strategy"] = given
+        lora.fp32_adapter(config)
+        assert (keys_get(config, STRATEGY_KEY), keys_get(config, ORIG_PARAMS_KEY)) == (strategy, orig_params)
+    config = {"trainer": {}}
+    lora.fp32_adapter(config)
+    assert config == {"trainer": {}}  # no adapter: Trinity's FSDP2 stays
+    result = dry_run(tmp_path, frozenlake_data, qwen2, "--lora", "--set", "trainer.trainer_strategy=fsdp2")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "trainer engine  verl FSDP2, activation checkpointing on, the adapter and its optimizer states in bf16 " \
+           "(Trinity-RFT's cast under FSDP2)" in result.stdout
 
 
 def test_an_hf_copy_of_the_model_in_checkpoints_is_off_with_an_adapter_and_refused_when_asked(tmp_path,

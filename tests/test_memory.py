@@ -1,4 +1,4 @@
-"""The trainer's memory estimate in the dry run (rftkit.memory): against the peaks the GPU measured, and what a
+"""The trainer's memory estimate in the dry run (rftkit.needs.memory): against the peaks the GPU measured, and what a
 launch does with it on a card that is too small, nearly too small, or unknown."""
 
 from __future__ import annotations
@@ -136,7 +136,7 @@ def test_formulas_that_moved_stop_the_estimate_unless_the_check_is_off(models, m
 
     from trinity.common.config_validator import GPUMemoryValidator
 
-    from rftkit import memory
+    from rftkit.needs import memory
 
     monkeypatch.delattr(GPUMemoryValidator, "_calc_fsdp_activation_memory")
     config = SimpleNamespace(model=SimpleNamespace(model_path=str(models["Qwen3-0.6B"])),
@@ -152,7 +152,7 @@ def test_the_reference_model_counts_only_for_algorithms_that_build_one():
     """Trinity's algorithm types say whether verl builds a reference model (`use_reference`)."""
     from types import SimpleNamespace
 
-    from rftkit import memory
+    from rftkit.needs import memory
 
     def algorithm(name):
         return SimpleNamespace(algorithm=SimpleNamespace(algorithm_type=name))
@@ -169,7 +169,7 @@ def test_an_untied_output_layer_is_counted_as_the_model_has_it(tmp_path):
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    from rftkit import memory
+    from rftkit.needs import memory
 
     for name in ("Qwen2.5-7B", "Qwen2.5-3B"):
         folder = write_model_config(tmp_path / name, name)

@@ -34,7 +34,7 @@ def runs(tiny_model, tmp_path_factory):
     """The settings in two processes at once, one per set-up (the old hook's patches, the new one's): each spends
     most of its time importing the stack, one core apiece."""
     started = []
-    for settings in ("before", "sdpa-blocks,varlen,varlen-ref-cpu,varlen-fsdp1,varlen-lora"):
+    for settings in ("before", "sdpa-blocks,varlen,varlen-ref-cpu,varlen-fsdp1,varlen-lora,varlen-save"):
         work = tmp_path_factory.mktemp("trainer")
         started.append((work / "result.json", subprocess.Popen(
             [sys.executable, "tests/cpu_trainer.py", settings, str(tiny_model), str(work), str(work / "result.json")],
@@ -44,7 +44,8 @@ def runs(tiny_model, tmp_path_factory):
         stdout, stderr = process.communicate(timeout=900)
         assert process.returncode == 0, f"{process.args[2]}: {stdout[-2000:]}{stderr[-4000:]}"
         results.update(json.loads(out.read_text()))
-    assert sorted(results) == ["before", "sdpa-blocks", "varlen", "varlen-fsdp1", "varlen-lora", "varlen-ref-cpu"]
+    assert sorted(results) == ["before", "sdpa-blocks", "varlen", "varlen-fsdp1", "varlen-lora", "varlen-ref-cpu",
+                               "varlen-save"]
     return results
 
 
@@ -111,6 +112,18 @@ def test_a_lora_step_trains_the_adapter_syncs_it_alone_and_resumes_it_from_a_che
     assert lora["resumed adapter equal"] is True
     # the checkpoint's model shard holds the adapter, not the frozen base the worker loads from the model's folder
     assert lora["full checkpoint model shard bytes"] < lora["trainable parameters"] * 4 + 50_000
+    # on the launcher's engine for an adapter (rftkit.lora.fp32_adapter), AdamW steps fp32 weights
+    assert lora["FSDP version"] == 1
+    assert lora["adapter dtypes"] == ["torch.float32"] and lora["optimizer state dtypes"] == ["torch.float32"]
+
+
+@pytest.mark.parametrize("setting", ["varlen-save", "varlen-lora"])
+def test_the_dry_runs_checkpoint_size_is_what_verl_writes(runs, setting):
+    """rftkit.needs.disk's estimate against a checkpoint the trainer saved: the whole model's with its HF copy (the last
+    save of a run), and an adapter's."""
+    result = runs[setting]
+    estimated = result["full checkpoint bytes estimated (rftkit.needs.disk)"]
+    assert estimated == pytest.approx(result["full checkpoint bytes"], rel=0.03)
 
 
 def test_a_step_is_timed_and_counted(runs):
@@ -257,7 +270,7 @@ def test_report_only_writes_the_table_and_picture_again_from_the_summary(runs, t
     table = (tmp_path / "summary.md").read_text()
     assert all(f"| frozenlake | {setting} |" in table for setting in runs)
     assert "| frozenlake | ceiling: bare model, packed (varlen) | 4096 |" in table
-    assert re.search(r"\| frozenlake \| varlen-lora \|.* \| [\d.]+ \(adapter, 0\.1 MiB\) \|", table)
+    assert re.search(r"\| frozenlake \| varlen-lora \|.* \| [\d.]+ \(adapter, 0\.3 MiB\) \|", table)
     assert (tmp_path / "trainer_speed.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert table in capsys.readouterr().out
     with pytest.raises(SystemExit):

@@ -68,7 +68,7 @@ def run_setting(example: str, setting: str, model: Path, work: Path, steps: int,
     vocab = worker.actor.model_config.hf_config.vocab_size
     batch_experiences = experiences(example, vocab)
     params = sum(p.numel() for p in worker.actor.engine.module.parameters())
-    trainable = sum(p.numel() for p in worker.actor.engine.module.parameters() if p.requires_grad)
+    trainable = trainable_parameters(worker)
 
     reference_logprobs: list[float] = []
 
@@ -154,6 +154,8 @@ def run_setting(example: str, setting: str, model: Path, work: Path, steps: int,
         result.update(adapter_sync_and_resume(worker, config, work))
         ray.shutdown()
         return result
+    # before the sync, whose worker would otherwise create one without a folder; held, or Ray ends it
+    monitor = checkpoint_monitor(config) if SETTINGS[setting].get("save") else None
     holder = ray.remote(_Holder).remote()  # the Synchronizer watches the modules that use it
     synchronizer = ray.remote(Synchronizer).options(name="synchronizer", namespace=config.ray_namespace) \
         .remote(config, module_ref=holder)
@@ -180,6 +182,8 @@ def run_setting(example: str, setting: str, model: Path, work: Path, steps: int,
                    "weight sync names and shapes (sha256)":
                        hashlib.sha256(json.dumps(sorted(names)).encode()).hexdigest(),
                    "weight sync dtypes": dtypes, "weight sync as object-store views": views})
+    if monitor is not None:
+        result.update(saved_checkpoint(worker, config, work, None)[1])
     ray.shutdown()
     return result
 
@@ -189,15 +193,13 @@ def adapter_sync_and_resume(worker, config, work: Path) -> dict:
     through rftkit.trainer.lora_saves, with the checkpoint monitor told), and a full checkpoint (its model shard the
     adapter alone, lora_saves again) saved, then loaded into a second worker, which must hold the same adapter."""
     import ray
+    import torch
     from trinity.trainer.verl.config import build_verl_config
-    from trinity.trainer.verl.trainer import CheckpointMonitor
     from trinity.trainer.verl.workers import TrinityActorRolloutRefWorker
 
     from rftkit.trainer.lora_saves import ADAPTER_FOLDER, is_adapter_key
 
-    monitor = CheckpointMonitor.get_actor(namespace=config.ray_namespace, save_strategy=config.trainer.save_strategy,
-                                          default_local_dir=config.checkpoint_job_dir)
-    ray.get(monitor.register_thread_count.remote(0))  # created before the worker looks it up by name
+    monitor = checkpoint_monitor(config)
     for step in (1, 2):  # the second is timed: the first also starts the worker's link to the monitor
         sync_dir = Path(config.checkpoint_job_dir) / f"global_step_{step}" / "actor"
         _, seconds = synced(lambda: worker.save_state_dict(str(sync_dir), global_step=step))
@@ -205,8 +207,7 @@ def adapter_sync_and_resume(worker, config, work: Path) -> dict:
         ray.get(monitor.register_thread_count.remote(step, state_dict_thread_count=1))
         ray.get(monitor.monitor_step.remote(step, is_state_dict=True))
     written = sorted(str(p.relative_to(sync_dir)) for p in sync_dir.rglob("*") if p.is_file())
-    checkpoint = work / "full-checkpoint"
-    _, save_seconds = synced(lambda: worker.save_checkpoint(str(checkpoint), global_step=1))
+    checkpoint, saved = saved_checkpoint(worker, config, work, trainable_parameters(worker))
     resumed = TrinityActorRolloutRefWorker(config=build_verl_config(config), role="actor_rollout_ref")
     resumed.init_model()
     resumed.load_checkpoint(str(checkpoint))
@@ -221,10 +222,44 @@ def adapter_sync_and_resume(worker, config, work: Path) -> dict:
             "weight sync bytes": sum(p.stat().st_size for p in (sync_dir / ADAPTER_FOLDER).rglob("*") if p.is_file()),
             "weight sync version the monitor recorded": latest.read_text() if latest.is_file() else None,
             "adapter trained (largest |B|)": max(float(t.abs().max()) for n, t in before.items() if "lora_B" in n),
-            "full checkpoint save (s)": save_seconds,
-            "full checkpoint bytes": sum(p.stat().st_size for p in checkpoint.rglob("*") if p.is_file()),
-            "full checkpoint model shard bytes": sum(p.stat().st_size for p in checkpoint.glob("model_world_size_*")),
+            **saved, "adapter dtypes": sorted({str(p.dtype) for name, p in worker.actor.engine.module.named_parameters()
+                                               if is_adapter_key(name)}),
+            "optimizer state dtypes": sorted({str(v.dtype) for state in worker.actor.engine.optimizer.state.values()
+                                              for v in state.values() if torch.is_tensor(v) and v.numel() > 1}),
             "resumed adapter equal": before.keys() == after.keys() and all(before[n].equal(after[n]) for n in before)}
+
+
+def checkpoint_monitor(config):
+    """Trinity's CheckpointMonitor actor, which the worker's saves report to, created before the worker looks it up
+    by name."""
+    import ray
+    from trinity.trainer.verl.trainer import CheckpointMonitor
+
+    monitor = CheckpointMonitor.get_actor(namespace=config.ray_namespace, save_strategy=config.trainer.save_strategy,
+                                          default_local_dir=config.checkpoint_job_dir)
+    ray.get(monitor.register_thread_count.remote(0))
+    return monitor
+
+
+def trainable_parameters(worker) -> int:
+    return sum(p.numel() for p in worker.actor.engine.module.parameters() if p.requires_grad)
+
+
+def saved_checkpoint(worker, config, work: Path, trainable: int | None) -> tuple[Path, dict]:
+    """A full checkpoint as the trainer saves its last one (the whole model's with its HF copy, unless the config
+    asks for none), timed and measured, beside rftkit.needs.disk's estimate of it."""
+    from rftkit.needs import disk
+
+    checkpoint = work / "full-checkpoint"
+    hf_copy = trainable is None and config.trainer.save_hf_checkpoint != "never"
+    _, seconds = synced(lambda: worker.save_checkpoint(str(checkpoint), global_step=1, save_as_hf=hf_copy))
+    estimate = disk.sizes(config, trainable)
+    return checkpoint, {
+        "full checkpoint save (s)": seconds,
+        "full checkpoint bytes": sum(p.stat().st_size for p in checkpoint.rglob("*") if p.is_file()),
+        "full checkpoint model shard bytes": sum(p.stat().st_size for p in checkpoint.glob("model_world_size_*")),
+        "full checkpoint bytes estimated (rftkit.needs.disk)": None if estimate is None else
+        estimate.each + (estimate.hf_copy if hf_copy and estimate.hf_saves != "every" else 0.0)}
 
 
 class _Holder:

@@ -18,6 +18,8 @@ FUSED_BACKEND_KEY = "trainer.trainer_config.model.fused_kernel_options.impl_back
 # verl's sharding of the trainer's models: "fsdp2" (Trinity-RFT 0.6.0's default) or "fsdp" (FSDP1: each wrapped
 # layer's weights in one flat tensor, on one rank unsharded)
 STRATEGY_KEY = "trainer.trainer_strategy"
+# FSDP1's `use_orig_params` for the actor: its parameters keep their own names and dtypes beside the flat tensors
+ORIG_PARAMS_KEY = "trainer.trainer_config.actor.fsdp_config.use_orig_params"
 # verl's activation checkpointing, as Trinity-RFT 0.6.0 merges trainer_config's `model` section into verl's (on
 # unless set)
 CHECKPOINTING_KEY = "trainer.trainer_config.model.enable_gradient_checkpointing"

@@ -36,11 +36,12 @@ from rftkit.patches.apply import replace
 
 ADAPTER_FOLDER = "lora_adapter"  # where Trinity's `_save_lora` writes, and its vLLM engine reads
 ADAPTER_FILE = "adapter_model.safetensors"
+FSDP1_WRAPPER = "_fsdp_wrapped_module."  # in the parameter names of a module FSDP1 wrapped
 
 
 def unwrapped(module):
     """The model under FSDP1's wrapper (FSDP2 wraps none)."""
-    return getattr(module, "_fsdp_wrapped_module", module)
+    return getattr(module, FSDP1_WRAPPER.rstrip("."), module)
 
 
 def is_peft(module) -> bool:
@@ -106,15 +107,19 @@ def adapter_weights(module) -> dict:
     from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
     from verl.utils.fsdp_utils import fsdp_version
 
-    def gathered() -> dict:  # FSDP2's DTensors are gathered one at a time, in the same order on every rank
-        return {name.replace("_fsdp_wrapped_module.", ""):
-                (param.full_tensor() if hasattr(param, "full_tensor") else param).detach().cpu()
-                for name, param in module.named_parameters() if is_adapter_key(name)}
-
-    if fsdp_version(module) == 1:
-        with FSDP.summon_full_params(module, writeback=False):
-            return get_peft_model_state_dict(unwrapped(module), state_dict=gathered())
-    return get_peft_model_state_dict(unwrapped(module), state_dict=gathered())
+    if fsdp_version(module) != 1:  # FSDP2's DTensors are gathered one at a time, in the same order on every rank
+        return get_peft_model_state_dict(unwrapped(module), state_dict={
+            name: (param.full_tensor() if hasattr(param, "full_tensor") else param).detach().cpu()
+            for name, param in module.named_parameters() if is_adapter_key(name)})
+    # FSDP1 wraps the adapter's layers inside the model, and PEFT picks an adapter's weights by the paths of the
+    # model's own modules: they are gathered under those paths, and the wrappers' names taken out of PEFT's keys
+    # (with the adapter's name, which PEFT takes out only where the path ends at the adapter's weight)
+    inner = unwrapped(module)
+    with FSDP.summon_full_params(module, writeback=False):
+        selected = get_peft_model_state_dict(inner, state_dict={
+            name: param.detach().cpu() for name, param in inner.named_parameters() if is_adapter_key(name)})
+    adapter = f".{inner.active_adapter}."
+    return {name.replace(FSDP1_WRAPPER, "").replace(adapter, "."): value for name, value in selected.items()}
 
 
 def whole_adapter(worker, local_path: str) -> None:

@@ -72,7 +72,7 @@ def _validator():
     if missing:
         from importlib.metadata import version
 
-        raise RuntimeError(f"rftkit.memory: Trinity-RFT {version('trinity-rft')}'s GPUMemoryValidator has no "
+        raise RuntimeError(f"rftkit.needs.memory: Trinity-RFT {version('trinity-rft')}'s GPUMemoryValidator has no "
                            f"{', '.join(missing)} (written for 0.6.0); set {OFF_KEY}: true to launch without the "
                            f"memory estimate")
     return GPUMemoryValidator()
@@ -130,6 +130,16 @@ def uses_reference(config) -> bool:
     from trinity.algorithm import ALGORITHM_TYPE
 
     return bool(getattr(ALGORITHM_TYPE.get(config.algorithm.algorithm_type), "use_reference", True))
+
+
+def model_parameters(config) -> int:
+    """The model's parameter count, its output layer included where it is not tied to the embedding."""
+    return _model(config)[0]
+
+
+def actor_weight_bytes(config) -> int:
+    """Bytes a weight of the trained model takes on the trainer (its `model_dtype`, fp32 unless set)."""
+    return _bytes_each(_trainer(config), ACTOR_DTYPE_KEY)
 
 
 def _bytes_each(trainer: dict, dtype_key: str) -> int:
