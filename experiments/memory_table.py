@@ -17,7 +17,8 @@ import tempfile
 from pathlib import Path
 
 from rftkit.example import REPO
-from rftkit.keys import FUSED_BACKEND_KEY, FUSED_KEY
+from rftkit import lora
+from rftkit.keys import FUSED_BACKEND_KEY, FUSED_KEY, LORA_KEY
 from runkit.commands import launch_command
 from runkit.examples import EXAMPLES
 from runkit.sample_data import make_data, sample_data
@@ -29,6 +30,7 @@ SETUPS = (("one 80 GB GPU (H100, A100)", 1, 79.6), ("one 141 GB GPU (H200)", 1, 
 # (example, model, --set settings, the trainer's measured peak in GiB, where it was measured, below docs/): the
 # trainer benchmark's pages, and a learning run's own record (verl's actor/perf/max_memory_allocated_gb, its
 # largest over the run's steps: Qwen2.5-Coder-0.5B, which has Qwen2.5-0.5B's shape, on one H200)
+LORA = lora.overrides(lora.DEFAULT_RANK, None, None)
 MEASURED = (
     ("frozenlake", "Qwen2.5-3B", {}, 73.4, "results/2026-12-04-trainer-levers.md"),
     ("frozenlake", "Qwen2.5-3B", {FUSED_KEY: True, FUSED_BACKEND_KEY: "triton"}, 63.4,
@@ -40,6 +42,10 @@ MEASURED = (
     ("math", "Qwen3-0.6B", {FUSED_KEY: False}, 57.5, "results/2026-12-04-fused-logprobs.md"),
     ("math", "Qwen2.5-0.5B", {FUSED_KEY: False, "trainer.max_token_len_per_gpu": 16384, "model.max_model_len": 8192,
                               "model.max_response_tokens": 1024}, 29.9, "bots/pair2/random"),
+    # the launcher's default adapter, fp32 on FSDP1 (rftkit.lora.fp32_adapter), in the trainer benchmark on an H100
+    ("frozenlake", "Qwen2.5-3B", LORA, 40.0, "results/2026-12-06-h100-lora-fp32.md"),
+    ("math", "Qwen3-0.6B", {**LORA, FUSED_KEY: False, "trainer.max_token_len_per_gpu": 24576}, 28.7,
+     "results/2026-12-06-h100-lora-fp32.md"),
 )
 VERDICT = re.compile(r"^  on the GPU    (fits|may not fit|not checked)", re.M)
 PEAK = re.compile(r"peaks at about ([\d.]+) GiB")
@@ -78,7 +84,8 @@ def row(example: str, architecture: str, lora: bool, setup: tuple, work: Path) -
 
 def measured_row(example: str, architecture: str, settings: dict, measured: float, page: str, work: Path) -> str:
     estimate = peak(dry_run(example, architecture, work, "--gpus", "2", settings=settings))
-    changed = ", ".join(f"{key.rsplit('.', 1)[-1]}={value}" for key, value in settings.items()) or "the config's"
+    changed = ", ".join(f"LoRA rank {value[0]['lora_rank']}" if key == LORA_KEY else f"{key.rsplit('.', 1)[-1]}={value}"
+                        for key, value in settings.items()) or "the config's"
     return (f"| {example} | {architecture} | {changed} | {estimate} | {measured} | {estimate / measured:.2f} | "
             f"[{page}]({page}) |")
 
