@@ -26,7 +26,7 @@ def config(model, tmp_path, lora=False, **trainer):
                     save_interval=100, trainer_config={})
     return SimpleNamespace(model=SimpleNamespace(model_path=str(model), trust_remote_code=False),
                            trainer=SimpleNamespace(**{**settings, **trainer}), buffer=SimpleNamespace(total_steps=None),
-                           checkpoint_job_dir=str(tmp_path / "checkpoints" / "run"))
+                           checkpoint_job_dir=str(tmp_path / "checkpoints" / "run"), ignore_validator_suggestions=False)
 
 
 def test_a_whole_checkpoint_is_the_shard_twice_its_size_in_moments_and_the_hf_copy_where_asked(model, tmp_path):

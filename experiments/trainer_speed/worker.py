@@ -68,7 +68,7 @@ def run_setting(example: str, setting: str, model: Path, work: Path, steps: int,
     vocab = worker.actor.model_config.hf_config.vocab_size
     batch_experiences = experiences(example, vocab)
     params = sum(p.numel() for p in worker.actor.engine.module.parameters())
-    trainable = trainable_parameters(worker)
+    trainable = sum(p.numel() for p in worker.actor.engine.module.parameters() if p.requires_grad)
 
     reference_logprobs: list[float] = []
 
@@ -151,7 +151,7 @@ def run_setting(example: str, setting: str, model: Path, work: Path, steps: int,
     ray.init(address="local", namespace=config.ray_namespace, include_dashboard=False, logging_level="ERROR",
              runtime_env=setup)
     if adapter:
-        result.update(adapter_sync_and_resume(worker, config, work))
+        result.update(adapter_sync_and_resume(worker, config, work, trainable))
         ray.shutdown()
         return result
     # before the sync, whose worker would otherwise create one without a folder; held, or Ray ends it
@@ -188,7 +188,7 @@ def run_setting(example: str, setting: str, model: Path, work: Path, steps: int,
     return result
 
 
-def adapter_sync_and_resume(worker, config, work: Path) -> dict:
+def adapter_sync_and_resume(worker, config, work: Path, trainable: int) -> dict:
     """A LoRA setting's sync, as Trinity's checkpoint sync makes it (the worker's `save_state_dict`, adapter-only
     through rftkit.trainer.lora_saves, with the checkpoint monitor told), and a full checkpoint (its model shard the
     adapter alone, lora_saves again) saved, then loaded into a second worker, which must hold the same adapter."""
@@ -207,7 +207,7 @@ def adapter_sync_and_resume(worker, config, work: Path) -> dict:
         ray.get(monitor.register_thread_count.remote(step, state_dict_thread_count=1))
         ray.get(monitor.monitor_step.remote(step, is_state_dict=True))
     written = sorted(str(p.relative_to(sync_dir)) for p in sync_dir.rglob("*") if p.is_file())
-    checkpoint, saved = saved_checkpoint(worker, config, work, trainable_parameters(worker))
+    checkpoint, saved = saved_checkpoint(worker, config, work, trainable)
     resumed = TrinityActorRolloutRefWorker(config=build_verl_config(config), role="actor_rollout_ref")
     resumed.init_model()
     resumed.load_checkpoint(str(checkpoint))
@@ -239,10 +239,6 @@ def checkpoint_monitor(config):
                                           default_local_dir=config.checkpoint_job_dir)
     ray.get(monitor.register_thread_count.remote(0))
     return monitor
-
-
-def trainable_parameters(worker) -> int:
-    return sum(p.numel() for p in worker.actor.engine.module.parameters() if p.requires_grad)
 
 
 def saved_checkpoint(worker, config, work: Path, trainable: int | None) -> tuple[Path, dict]:

@@ -39,15 +39,12 @@ class Sizes:
 
 
 def sizes(config, trainable: int | None = None) -> Sizes | None:
-    """One checkpoint of a validated Trinity config, or None where the model is not a local folder whose shape
-    transformers builds here. `trainable` is a LoRA adapter's parameter count (None: the whole model)."""
+    """One checkpoint of a validated Trinity config, or None where the model's size is not known here
+    (`memory.model_parameters`). `trainable` is a LoRA adapter's parameter count (None: the whole model)."""
+    params = memory.model_parameters(config)
+    if params is None:
+        return None
     folder = Path(config.model.model_path)
-    if not (folder / "config.json").is_file() or not config.trainer.trainer_strategy.startswith("fsdp"):
-        return None
-    try:
-        params = memory.model_parameters(config)
-    except (ValueError, KeyError, AssertionError, ImportError):
-        return None
     weight = memory.actor_weight_bytes(config)
     trained = params if trainable is None else trainable
     files = sum(p.stat().st_size for p in folder.iterdir() if p.is_file() and not p.name.endswith(WEIGHT_SUFFIXES))

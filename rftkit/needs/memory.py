@@ -92,13 +92,8 @@ def estimate(config, trainable: int | None = None) -> Estimate | None:
     """The estimate for a validated Trinity config, or None where there is none: the model is not a local folder,
     or the trainer is not FSDP's, or the check is off and Trinity's formulas moved. `trainable` is a LoRA
     adapter's parameter count (None: the whole model)."""
-    if not (Path(config.model.model_path) / "config.json").is_file() \
-            or not config.trainer.trainer_strategy.startswith("fsdp") \
-            or (config.ignore_validator_suggestions and _missing_formulas()):
-        return None
-    try:
-        params, _ = _model(config)
-    except (ValueError, KeyError, AssertionError, ImportError):  # a shape transformers cannot build here
+    params = model_parameters(config)
+    if params is None:
         return None
     trainer = _trainer(config)
     gpus = max(1, config.cluster.trainer_gpu_num)
@@ -132,9 +127,18 @@ def uses_reference(config) -> bool:
     return bool(getattr(ALGORITHM_TYPE.get(config.algorithm.algorithm_type), "use_reference", True))
 
 
-def model_parameters(config) -> int:
-    """The model's parameter count, its output layer included where it is not tied to the embedding."""
-    return _model(config)[0]
+def model_parameters(config) -> int | None:
+    """The model's parameter count (its output layer included where it is not tied to the embedding), as Trinity's
+    validator reads it; None where the estimates have none: the model is not a local folder, or the trainer is not
+    FSDP's, or transformers cannot build the shape here, or the check is off and Trinity's formulas moved."""
+    if not (Path(config.model.model_path) / "config.json").is_file() \
+            or not config.trainer.trainer_strategy.startswith("fsdp") \
+            or (config.ignore_validator_suggestions and _missing_formulas()):
+        return None
+    try:
+        return _model(config)[0]
+    except (ValueError, KeyError, AssertionError, ImportError):  # a shape transformers cannot build here
+        return None
 
 
 def actor_weight_bytes(config) -> int:
