@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Callable
 
@@ -74,10 +75,7 @@ def summarize(config, attention_reason: str = "", liger_reason: str = "", lora_l
         # without padding removal every row is padded to the micro-batch's longest: more than the budget
         + ("" if config.trainer.use_remove_padding else ", each row padded to the micro-batch's longest"),
         f"rollout         openai api {rollout.enable_openai_api}, history {rollout.enable_history}, "
-        f"tool parser {rollout.tool_call_parser}, runners/engine {config.explorer.runner_per_model}"
-        + (f", each playing up to {config.explorer.max_repeat_times_per_runner or config.algorithm.repeat_times}"
-           " episodes at once"
-           if config.explorer.concurrent_mode == "asynchronous" else ", one episode at a time each"),
+        f"tool parser {rollout.tool_call_parser}, {in_flight(config)}",
         f"start-up        {start_up(config)}",
         f"sync            {config.synchronizer.sync_method.value}, every {config.synchronizer.sync_interval} step(s)",
         f"checkpoints     {config.checkpoint_job_dir}, every {config.trainer.save_interval} steps",
@@ -96,6 +94,20 @@ def summarize(config, attention_reason: str = "", liger_reason: str = "", lora_l
     if memory_lines:
         lines += [f"memory          {memory_lines[0]}", f"  on the GPU    {memory_lines[1]}"]
     return "\n".join(lines)
+
+
+def in_flight(config) -> str:
+    """Runners per engine and how many of a step's episodes an engine has going at once: Trinity's checker caps
+    an asynchronous engine's runners at its maps per step, so a small batch leaves the engine mostly idle unless
+    each runner plays more of a map's rollouts at once (explorer.max_repeat_times_per_runner)."""
+    explorer, group = config.explorer, config.algorithm.repeat_times
+    runners = explorer.runner_per_model
+    if explorer.concurrent_mode != "asynchronous":
+        return f"runners/engine {runners}, one episode at a time each"
+    each = min(explorer.max_repeat_times_per_runner or group, group)
+    step = math.ceil(config.buffer.batch_size / config.explorer.rollout_model.engine_num) * group
+    return (f"runners/engine {runners}, each playing up to {each} episodes at once: "
+            f"{min(runners * each, step)} of a step's {step} episodes per engine in flight")
 
 
 def trainer_engine(config) -> str:

@@ -76,7 +76,16 @@ def test_a_variants_launch_passes_trinitys_checker_with_its_settings_last(sample
     command = launch_command(FROZENLAKE, model=Path("Qwen/Qwen2.5-0.5B-Instruct"), checkpoints=tmp_path / "ckpt",
                              data={"train": data, "eval": data}, settings=bench.SETTINGS)
     # the config's 16 asynchronous runners, which Trinity's checker caps at the 8 maps of a step on one engine
-    assert "runners/engine 8, each playing up to 4 episodes at once" in dry_run(command, gpus=1)
+    assert ("runners/engine 8, each playing up to 4 episodes at once: 32 of a step's 128 episodes per engine in "
+            "flight") in dry_run(command, gpus=1)
+    command = launch_command(FROZENLAKE, model=Path("Qwen/Qwen2.5-0.5B-Instruct"), checkpoints=tmp_path / "ckpt",
+                             data={"train": data, "eval": data}, settings=bench.SETTINGS,
+                             extra=["explorer.max_repeat_times_per_runner=16"])
+    assert "each playing up to 16 episodes at once: 128 of a step's 128 episodes" in dry_run(command, gpus=1)
+    command = launch_command(FROZENLAKE, model=Path("Qwen/Qwen2.5-0.5B-Instruct"), checkpoints=tmp_path / "ckpt",
+                             data={"train": data, "eval": data}, settings=bench.SETTINGS,
+                             extra=["explorer.concurrent_mode=sequential"])
+    assert "runners/engine 16, one episode at a time each" in dry_run(command, gpus=1)  # not capped
 
 
 def test_a_variant_gets_cold_caches_of_its_own_and_its_environment(tmp_path, monkeypatch):
