@@ -77,7 +77,7 @@ def summarize(config, attention_reason: str = "", liger_reason: str = "", lora_l
         f"rollout         openai api {rollout.enable_openai_api}, history {rollout.enable_history}, "
         f"tool parser {rollout.tool_call_parser}, {in_flight(config)}",
         f"start-up        {start_up(config)}",
-        f"sync            {config.synchronizer.sync_method.value}, every {config.synchronizer.sync_interval} step(s)",
+        f"sync            {sync(config)}",
         f"checkpoints     {config.checkpoint_job_dir}, every {config.trainer.save_interval} steps",
         *([f"  on disk       {disk_line}"] if disk_line else []),
         f"monitor         {config.monitor.monitor_type}",
@@ -108,6 +108,22 @@ def in_flight(config) -> str:
     step = math.ceil(config.buffer.batch_size / config.explorer.rollout_model.engine_num) * group
     return (f"runners/engine {runners}, each playing up to {each} episodes at once: "
             f"{min(runners * each, step)} of a step's {step} episodes per engine in flight")
+
+
+def sync(config) -> str:
+    """How the engines get the trainer's weights, and how far behind them the rollouts may run: the levers
+    between a colocated step's explorer and trainer waiting for each other."""
+    synchronizer = config.synchronizer
+    style = getattr(synchronizer.sync_style, "value", synchronizer.sync_style)
+    line = f"{synchronizer.sync_method.value}, every {synchronizer.sync_interval} step(s)"
+    if style == "fully_async":
+        return (f"{synchronizer.sync_method.value}, fully asynchronous: the explorer keeps up to "
+                f"{config.explorer.max_inflight_batches} steps in flight and takes each new version as it comes")
+    if style != "fixed":
+        line += f", style {style}"
+    if synchronizer.sync_offset:
+        line += f", the explorer {synchronizer.sync_offset} step(s) ahead of the trainer (off-policy by as much)"
+    return line
 
 
 def trainer_engine(config) -> str:

@@ -13,6 +13,7 @@ import yaml
 
 from frozenlake import main as frozenlake_main
 from rftkit import cluster, startup
+from rftkit.inputs import InputError
 from rftkit.trainer import colocate
 from rftkit.overrides import load_yaml, resolve_config
 from rftkit.trinity_config import validate
@@ -108,3 +109,25 @@ def test_the_colocated_engine_starts_beside_a_trainer_holding_the_only_gpu(mode,
     # the Explorer-like worker ran Trinity's own allocator, wrapped by the setup hook: it marked the phase
     phases = [entry["phase"] for entry in startup.read(timeline)]
     assert phases == (["rollout engines ready"] if mode == "colocate" else [])
+
+
+
+@pytest.mark.parametrize("settings, line", [
+    ([], "sync            memory, every 1 step(s), style explorer_driven\n"),
+    (["synchronizer.sync_offset=1"], "explorer_driven, the explorer 1 step(s) ahead of the trainer (off-policy"),
+    (["synchronizer.sync_style=fully_async", "buffer.explorer_input.eval_tasksets=[]"],
+     "sync            memory, fully asynchronous: the explorer keeps up to 2 steps in flight"),
+])
+def test_the_dry_run_says_how_far_rollouts_may_run_ahead_of_the_weights(settings, line, frozenlake_data, tmp_path,
+                                                                       capsys):
+    flags = [flag for setting in settings for flag in ("--set", setting)]
+    code = frozenlake_main.main(["--dry-run", "--gpus", "1", "--attn", "sdpa", "--checkpoint-dir", str(tmp_path),
+                                 "--data-dir", str(frozenlake_data), *flags])
+    assert code == 0
+    assert line in capsys.readouterr().out
+
+
+def test_fully_asynchronous_sync_with_an_evaluation_set_is_refused_naming_the_config(frozenlake_data, tmp_path):
+    with pytest.raises(InputError, match="frozenlake.yaml: Eval tasksets are not supported in fully asynchronous"):
+        frozenlake_main.main(["--dry-run", "--gpus", "1", "--attn", "sdpa", "--checkpoint-dir", str(tmp_path),
+                              "--data-dir", str(frozenlake_data), "--set", "synchronizer.sync_style=fully_async"])
