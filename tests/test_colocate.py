@@ -111,7 +111,6 @@ def test_the_colocated_engine_starts_beside_a_trainer_holding_the_only_gpu(mode,
     assert phases == (["rollout engines ready"] if mode == "colocate" else [])
 
 
-
 @pytest.mark.parametrize("settings, line", [
     ([], "sync            memory, every 1 step(s), style explorer_driven\n"),
     (["synchronizer.sync_offset=1"], "explorer_driven, the explorer 1 step(s) ahead of the trainer (off-policy"),
