@@ -3,8 +3,10 @@ straight to vLLM at once, beside the rate the run's explorer made them at.
 
     python -m experiments.engine_ceiling RUN MODEL --out OUT [--steps A:B] [--memory 0.25]
 
-RUN is a run's folder (`<checkpoint dir>/<project>/<name>`): its experiences (`buffer/experience_buffer.jsonl`,
-one per model call, with the call's prompt and reply lengths in tokens) and its explorer's tensorboard
+RUN is a run's folder (`<checkpoint dir>/<project>/<name>`): its experiences, one per model call with the call's
+prompt and reply lengths in tokens (`buffer/explorer_output.db`, the experience pipeline's input, which Trinity
+keeps; else `buffer/experience_buffer.jsonl`, the trainer's queue, which lacks the groups the pipeline's operators
+dropped, so the explorer's share comes out low), and its explorer's tensorboard
 scalars (when each explore step's rollouts were collected, its sync groups and evaluations). The explorer's
 rate is the replies' tokens over the wall time from the end of step A-1, which must end a sync group, to the
 end of step B, with no evaluation in between (its requests would share the engine unrecorded). The ceiling
@@ -12,43 +14,124 @@ is vLLM's offline engine given every request at once, random prompt tokens of ea
 exactly its reply length (`ignore_eos`), at the run's temperature, on MODEL with `--memory` of the GPU (a
 colocated engine's quarter by default). Random prompts share no prefix, where a multi-turn episode's turns
 do: with prefix caching the engine could do better still, so the ratio is an upper bound on how close the
-explorer is. Writes engine_ceiling.json and engine_ceiling.md to --out, and prints the table. The engine
+explorer is.
+
+All at once is more than any explorer can ask of the engine: an episode's next call waits for its last reply,
+and an explore step for the one before. So the engine is also timed turn by turn: for each explore step in
+turn, the first call of each of its episodes at once, then the second call of each episode that made one, and
+so on; each call's prompt is the episode's previous prompt, its reply as the engine made it, and random tokens
+up to the call's recorded length (the history a multi-turn episode sends again, which prefix caching can
+reuse; random tokens alone where the recorded prompt is shorter). The explorer's rate as a share of this one is
+what it could still gain by keeping the engine busy. Writes engine_ceiling.json and engine_ceiling.md to
+--out, and prints the table. The engine
 needs a CUDA GPU; everything else runs anywhere. A run that evaluates as it trains needs a window between
 its evaluations: set explorer.eval_interval above the steps the window needs.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 from rftkit.cli import ArgumentParser, above, step_range
 from rftkit.files import atomic_paths, check_writable
 from rftkit.inputs import InputError, reports_input_errors
 from rftkit.reports.tensorboard import read_points
 
-EXPERIENCES = Path("buffer") / "experience_buffer.jsonl"
+EXPERIENCES = Path("buffer") / "experience_buffer.jsonl"  # the trainer's queue: what the pipeline kept
+PIPELINE_INPUT = Path("buffer") / "explorer_output.db"  # every experience, before the pipeline's operators
 COLLECTED, EVAL = "explorer/time/wait_explore_step", "time/eval"
 SYNC_GROUP = "explore/time/sync_interval"  # logged at the last step of each sync group
 
 
-def requests(run: Path, first: int, last: int) -> list[tuple[int, int]]:
-    """(prompt tokens, reply tokens) of each model call the explorer made in explore steps first..last."""
-    found = []
+def _queued(run: Path):
+    """(step, task, run id, prompt tokens, reply tokens) of each experience in the trainer's queue, in file order."""
     with open(run / EXPERIENCES, encoding="utf-8") as lines:
         for number, line in enumerate(lines, 1):
             try:
                 experience = json.loads(line)
-                step = experience["eid"]["batch"]
-                if isinstance(step, int) and first <= step <= last:
-                    found.append((int(experience["prompt_length"]), int(experience["response_length"])))
+                eid = experience["eid"]
+                yield (eid["batch"], eid.get("task"), eid.get("run"), int(experience["prompt_length"]),
+                       int(experience["response_length"]))
             except (ValueError, KeyError, TypeError) as error:
                 raise InputError(f"{run / EXPERIENCES}, line {number}: expected an experience with eid.batch, "
                                  f"prompt_length and response_length ({type(error).__name__}: {error})") from None
-    return found
+
+
+def _pipeline_input(run: Path):
+    """The same for every experience the explorer made, from the experience pipeline's input, which Trinity keeps in
+    SQLite (`data_processor.experience_pipeline.input_save_path`), in the order written."""
+    import sqlite3
+
+    from trinity.common.experience import Experience
+
+    with contextlib.closing(sqlite3.connect(f"file:{run / PIPELINE_INPUT}?mode=ro", uri=True)) as db:
+        try:
+            rows = db.execute("SELECT id, experience_bytes FROM pipeline_input_blob ORDER BY id").fetchall()
+        except sqlite3.Error as error:
+            raise InputError(f"{run / PIPELINE_INPUT}: expected Trinity's pipeline_input_blob table "
+                             f"({error})") from None
+    for row, blob in rows:
+        try:
+            experience = Experience.deserialize(blob)
+            eid = experience.eid
+            yield (eid.batch, eid.task, eid.run, int(experience.prompt_length),
+                   len(experience.tokens) - int(experience.prompt_length))
+        except Exception as error:  # a torn or foreign blob: whatever Trinity's deserializer raises
+            raise InputError(f"{run / PIPELINE_INPUT}, pipeline_input_blob id {row}: expected a Trinity experience "
+                             f"({type(error).__name__}: {error})") from None
+
+
+def episodes(run: Path, first: int, last: int) -> dict[int, list[list[tuple[int, int]]]]:
+    """Per explore step first..last, its episodes, each the (prompt tokens, reply tokens) of its model calls in the
+    order they were made: an episode is its experiences' task and run ids, which Trinity writes in call order.
+    Read from the pipeline's input where the run kept it: the trainer's queue lacks the groups the pipeline's
+    operators dropped (all rewards alike), often a third of a FrozenLake step's calls."""
+    found: dict[int, dict[tuple, list[tuple[int, int]]]] = {}
+    rows = _pipeline_input(run) if (run / PIPELINE_INPUT).is_file() else _queued(run)
+    for step, task, repeat, prompt, reply in rows:
+        if isinstance(step, int) and first <= step <= last:
+            found.setdefault(step, {}).setdefault((task, repeat), []).append((prompt, reply))
+    return {step: list(calls.values()) for step, calls in sorted(found.items())}
+
+
+def requests(run: Path, first: int, last: int) -> list[tuple[int, int]]:
+    """(prompt tokens, reply tokens) of each model call the explorer made in explore steps first..last."""
+    return [call for step in episodes(run, first, last).values() for episode in step for call in episode]
+
+
+def next_prompt(previous: list[int], reply: list[int], length: int, rng: random.Random, vocabulary: int) -> list[int]:
+    """A call's prompt token ids: the episode's previous prompt and reply, then random tokens up to `length`; only
+    random tokens where `length` is shorter than that history (an agent that dropped part of it)."""
+    history = previous + reply
+    if len(history) > length:
+        history = []
+    return history + [rng.randrange(vocabulary) for _ in range(length - len(history))]
+
+
+Generate = Callable[[list[list[int]], list[int]], list[list[int]]]  # prompts' ids, reply lengths -> replies' ids
+
+
+def replay_by_turns(generate: Generate, steps: dict[int, list[list[tuple[int, int]]]], vocabulary: int,
+                    seed: int = 0) -> int:
+    """Every call of `steps` through `generate`, a step at a time and within it a turn at a time (the k-th call of
+    each episode together); returns the reply tokens made."""
+    rng, made = random.Random(seed), 0
+    for step in steps.values():
+        history: list[tuple[list[int], list[int]]] = [([], []) for _ in step]
+        for turn in range(max(len(episode) for episode in step)):
+            playing = [i for i, episode in enumerate(step) if len(episode) > turn]
+            prompts = [next_prompt(*history[i], step[i][turn][0], rng, vocabulary) for i in playing]
+            replies = generate(prompts, [step[i][turn][1] for i in playing])
+            for i, prompt, reply in zip(playing, prompts, replies):
+                history[i] = (prompt, list(reply))
+                made += len(reply)
+    return made
 
 
 def explorer_seconds(run: Path, first: int, last: int) -> float:
@@ -77,37 +160,61 @@ def explorer_seconds(run: Path, first: int, last: int) -> float:
     return until - since
 
 
-def engine_seconds(model: Path, shapes: list[tuple[int, int]], temperature: float, memory: float) -> float:
-    """Seconds vLLM's offline engine takes for `shapes`, all given at once, after a warm-up of a few."""
+def engine_seconds(model: Path, steps: dict[int, list[list[tuple[int, int]]]], temperature: float,
+                   memory: float) -> dict[str, float]:
+    """Seconds vLLM's offline engine takes for the calls of `steps`: all at once, and turn by turn
+    (replay_by_turns), each after a warm-up of a few calls."""
     from vllm import LLM, SamplingParams
 
+    shapes = [call for step in steps.values() for episode in step for call in episode]
     engine = LLM(model=str(model), gpu_memory_utilization=memory, seed=0,
                  max_model_len=max(prompt + reply for prompt, reply in shapes) + 16)
     vocabulary = engine.get_tokenizer().vocab_size
+
+    def generate(prompts: list[list[int]], replies: list[int]) -> list[list[int]]:
+        params = [SamplingParams(max_tokens=reply, min_tokens=reply, ignore_eos=True, temperature=temperature,
+                                 seed=i) for i, reply in enumerate(replies)]
+        outputs = engine.generate([{"prompt_token_ids": prompt} for prompt in prompts], params, use_tqdm=False)
+        return [list(output.outputs[0].token_ids) for output in outputs]
+
+    # a warm-up (compile and capture before the clock starts), and each replay, on tokens of their own: none finds
+    # another's prompts in the prefix cache
+    warm_up = random.Random(2)
+    generate([[warm_up.randrange(vocabulary) for _ in range(prompt)] for prompt, _ in shapes[:8]],
+             [reply for _, reply in shapes[:8]])
     rng = random.Random(0)
-    prompts = [{"prompt_token_ids": [rng.randrange(vocabulary) for _ in range(prompt)]} for prompt, _ in shapes]
-    params = [SamplingParams(max_tokens=reply, min_tokens=reply, ignore_eos=True, temperature=temperature, seed=i)
-              for i, (_, reply) in enumerate(shapes)]
-    engine.generate(prompts[:8], params[:8], use_tqdm=False)  # compile and capture before the clock starts
+    prompts = [[rng.randrange(vocabulary) for _ in range(prompt)] for prompt, _ in shapes]
+    seconds = {}
     started = time.perf_counter()
-    outputs = engine.generate(prompts, params, use_tqdm=False)
-    seconds = time.perf_counter() - started
-    made = sum(len(output.outputs[0].token_ids) for output in outputs)
-    if made != sum(reply for _, reply in shapes):
-        raise RuntimeError(f"vLLM made {made} reply tokens, asked for {sum(reply for _, reply in shapes)}")
+    made = sum(map(len, generate(prompts, [reply for _, reply in shapes])))
+    seconds["engine_seconds"] = time.perf_counter() - started
+    started = time.perf_counter()
+    made_by_turns = replay_by_turns(generate, steps, vocabulary, seed=1)
+    seconds["engine_turns_seconds"] = time.perf_counter() - started
+    asked = sum(reply for _, reply in shapes)
+    if made != asked or made_by_turns != asked:
+        raise RuntimeError(f"vLLM made {made} and {made_by_turns} reply tokens, asked for {asked}")
     return seconds
+
+
+# the table's rows: result key prefix -> name; and how the explorer's share of each engine row reads
+ROWS = {"explorer": "explorer", "engine": "engine, all at once",
+        "engine_turns": "engine, turn by turn (a step's episodes at once)"}
+SHARES = {"engine": "of the engine's rate all at once", "engine_turns": "of its rate turn by turn"}
 
 
 def table(result: dict) -> str:
     rows = ["| | seconds | reply tokens/s | requests/s |", "|---|---|---|---|"]
-    for who in ("explorer", "engine"):
-        seconds = result[f"{who}_seconds"]
-        rows.append(f"| {who} | {seconds:.1f} | {result['reply_tokens'] / seconds:,.0f} | "
-                    f"{result['requests'] / seconds:.1f} |")
-    ratio = result["engine_seconds"] / result["explorer_seconds"]
+    for key, name in ROWS.items():
+        seconds = result.get(f"{key}_seconds")
+        if seconds is not None:
+            rows.append(f"| {name} | {seconds:.1f} | {result['reply_tokens'] / seconds:,.0f} | "
+                        f"{result['requests'] / seconds:.1f} |")
+    ratios = [f"{result[f'{key}_seconds'] / result['explorer_seconds']:.0%} {share}"
+              for key, share in SHARES.items() if result.get(f"{key}_seconds") is not None]
     return (f"{result['requests']} requests in explore steps {result['steps']}: {result['prompt_tokens']:,} prompt "
             f"and {result['reply_tokens']:,} reply tokens\n\n" + "\n".join(rows)
-            + f"\n\nthe explorer at {ratio:.0%} of the engine's rate\n")
+            + f"\n\nthe explorer at {', and '.join(ratios)}\n")
 
 
 @reports_input_errors
@@ -123,19 +230,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True, help="folder for engine_ceiling.json and .md")
     args = parser.parse_args(argv)
     first, last = args.steps
-    if not (args.run / EXPERIENCES).is_file():
-        raise InputError(f"RUN {args.run}: no {EXPERIENCES}; expected a run's folder, "
+    if not any((args.run / found).is_file() for found in (PIPELINE_INPUT, EXPERIENCES)):
+        raise InputError(f"RUN {args.run}: no {PIPELINE_INPUT} or {EXPERIENCES}; expected a run's folder, "
                          f"<checkpoint dir>/<project>/<name>")
     if not (args.model / "config.json").is_file():
         raise InputError(f"MODEL {args.model}: no config.json; expected a model folder")
     check_writable(args.out, "--out")
-    shapes = requests(args.run, first, last)
+    steps = episodes(args.run, first, last)
+    shapes = [call for step in steps.values() for episode in step for call in episode]
     if not shapes:
         raise InputError(f"--steps {first}:{last}: the run kept no experience of those explore steps")
     result = {"steps": f"{first}:{last}", "requests": len(shapes), "prompt_tokens": sum(p for p, _ in shapes),
               "reply_tokens": sum(r for _, r in shapes), "explorer_seconds": explorer_seconds(args.run, first, last)}
-    print(f"replaying {len(shapes)} requests on vLLM ...", flush=True)
-    result["engine_seconds"] = engine_seconds(args.model, shapes, args.temperature, args.memory)
+    print(f"replaying {len(shapes)} requests on vLLM, all at once and turn by turn ...", flush=True)
+    result.update(engine_seconds(args.model, steps, args.temperature, args.memory))
     args.out.mkdir(parents=True, exist_ok=True)
     with atomic_paths(args.out / "engine_ceiling.json", args.out / "engine_ceiling.md") as (js, md):
         js.write_text(json.dumps(result, indent=1), encoding="utf-8")

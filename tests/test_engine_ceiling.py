@@ -1,8 +1,11 @@
 """experiments/engine_ceiling.py: a kept run's requests and its explorer's time read back (any machine), and the
 replay on vLLM (a CUDA GPU)."""
 
+import contextlib
 import json
+import random
 import re
+import sqlite3
 import subprocess
 import sys
 
@@ -58,11 +61,83 @@ def test_the_kept_run_has_no_window_free_of_evaluations():
         engine_ceiling.explorer_seconds(RUN, 37, 40)
 
 
-def test_the_table_gives_the_explorer_as_a_share_of_the_engines_rate():
+def test_the_table_gives_the_explorer_as_a_share_of_each_engine_rate():
     text = engine_ceiling.table({"steps": "2:3", "requests": 10, "prompt_tokens": 1000, "reply_tokens": 2000,
-                                 "explorer_seconds": 4.0, "engine_seconds": 1.0})
-    assert "| explorer | 4.0 | 500 | 2.5 |" in text and "| engine | 1.0 | 2,000 | 10.0 |" in text
-    assert "the explorer at 25% of the engine's rate" in text
+                                 "explorer_seconds": 4.0, "engine_seconds": 1.0, "engine_turns_seconds": 2.0})
+    assert "| explorer | 4.0 | 500 | 2.5 |" in text and "| engine, all at once | 1.0 | 2,000 | 10.0 |" in text
+    assert "| engine, turn by turn (a step's episodes at once) | 2.0 | 1,000 | 5.0 |" in text
+    assert "the explorer at 25% of the engine's rate all at once, and 50% of its rate turn by turn" in text
+
+
+def write_experiences(run, rows):
+    (run / "buffer").mkdir(parents=True)
+    (run / "buffer" / "experience_buffer.jsonl").write_text("".join(
+        json.dumps({"eid": {"batch": step, "task": task, "run": repeat, "step": 0}, "prompt_length": prompt,
+                    "response_length": reply}) + "\n" for step, task, repeat, prompt, reply in rows))
+
+
+def test_a_steps_episodes_are_its_calls_grouped_by_task_and_run_in_call_order(tmp_path):
+    # two episodes of step 2 written interleaved, as runners finish them; step 4 is outside the window
+    write_experiences(tmp_path, [(2, 0, 0, 10, 3), (2, 0, 1, 10, 2), (2, 0, 0, 20, 4), (3, 1, 0, 7, 1),
+                                 (2, 0, 1, 18, 5), (4, 0, 0, 9, 9)])
+    assert engine_ceiling.episodes(tmp_path, 2, 3) == {2: [[(10, 3), (20, 4)], [(10, 2), (18, 5)]], 3: [[(7, 1)]]}
+    assert sorted(engine_ceiling.requests(tmp_path, 2, 3)) == [(7, 1), (10, 2), (10, 3), (18, 5), (20, 4)]
+
+
+def write_pipeline_input(run, rows):
+    """The experience pipeline's input as Trinity 0.6.0 keeps it: each experience serialized by Trinity's own
+    Experience class into the pipeline_input_blob table of buffer/explorer_output.db."""
+    from trinity.common.experience import EID, Experience
+
+    (run / "buffer").mkdir(parents=True, exist_ok=True)
+    with contextlib.closing(sqlite3.connect(run / "buffer" / "explorer_output.db")) as db:
+        db.execute("CREATE TABLE pipeline_input_blob (id INTEGER NOT NULL, experience_bytes BLOB NOT NULL, "
+                   "PRIMARY KEY (id))")
+        for number, row in enumerate(rows, 1):
+            blob = row if isinstance(row, bytes) else Experience(
+                eid=EID(batch=row[0], task=row[1], run=row[2]), tokens=torch.arange(row[3] + row[4]),
+                prompt_length=row[3]).serialize()
+            db.execute("INSERT INTO pipeline_input_blob VALUES (?, ?)", (number, blob))
+        db.commit()
+
+
+def test_the_calls_come_from_the_pipelines_input_where_kept_with_the_groups_the_operators_dropped(tmp_path):
+    # the trainer's queue kept episode (0, 0) only; the pipeline's input has (0, 1), whose group was dropped, too
+    write_experiences(tmp_path, [(2, 0, 0, 10, 3), (2, 0, 0, 20, 4)])
+    write_pipeline_input(tmp_path, [(2, 0, 0, 10, 3), (2, 0, 1, 10, 2), (2, 0, 0, 20, 4), (2, 0, 1, 18, 5)])
+    assert engine_ceiling.episodes(tmp_path, 2, 2) == {2: [[(10, 3), (20, 4)], [(10, 2), (18, 5)]]}
+
+
+def test_a_torn_pipeline_input_row_is_named(tmp_path):
+    write_pipeline_input(tmp_path, [(2, 0, 0, 10, 3), b"not an experience"])
+    with pytest.raises(engine_ceiling.InputError, match="explorer_output.db, pipeline_input_blob id 2: expected a "
+                                                        "Trinity experience"):
+        engine_ceiling.episodes(tmp_path, 2, 2)
+
+
+def test_a_calls_prompt_is_the_episodes_history_then_new_tokens():
+    rng = random.Random(0)
+    prompt = engine_ceiling.next_prompt([1, 2, 3], [7, 8], 8, rng, vocabulary=50)
+    assert prompt[:5] == [1, 2, 3, 7, 8] and len(prompt) == 8 and all(0 <= t < 50 for t in prompt[5:])
+    # an agent that sent less than its history: random tokens of the recorded length, nothing reused
+    shorter = engine_ceiling.next_prompt([1, 2, 3], [7, 8], 4, rng, vocabulary=50)
+    assert len(shorter) == 4 and shorter[:3] != [1, 2, 3]
+
+
+def test_the_turn_by_turn_replay_sends_each_steps_kth_calls_together_after_their_episodes_last_replies():
+    steps = {2: [[(4, 2), (9, 1), (12, 3)], [(4, 1)]], 3: [[(5, 2), (8, 2)]]}
+    waves, token = [], iter(range(1000, 2000))
+
+    def generate(prompts, replies):  # a fixture engine: fresh token ids, exactly as many as asked
+        waves.append((prompts, replies))
+        return [[next(token) for _ in range(reply)] for reply in replies]
+
+    made = engine_ceiling.replay_by_turns(generate, steps, vocabulary=50)
+    assert made == 2 + 1 + 3 + 1 + 2 + 2
+    assert [replies for _, replies in waves] == [[2, 1], [1], [3], [2], [2]]  # step 2's three turns, then step 3's
+    (first, _), (second, _), (third, _) = waves[:3]
+    assert [len(prompt) for prompt in first] == [4, 4] and second[0][:6] == first[0] + [1000, 1001]
+    assert third[0][:len(second[0]) + 1] == second[0] + [1003]  # the second turn's reply, 1003, follows its prompt
 
 
 @pytest.mark.parametrize("args,message", [
@@ -91,5 +166,6 @@ def test_vllm_makes_exactly_the_replies_asked_for(tmp_path):
     from runkit.tiny_model import build_random_model
 
     model = build_random_model(tmp_path / "model", "Qwen3-0.6B", layers=2, device="cuda")
-    seconds = engine_ceiling.engine_seconds(model, [(30, 20), (100, 5), (7, 64)] * 4, 1.0, 0.3)
-    assert 0 < seconds < 60
+    steps = {2: [[(30, 20), (60, 5)], [(100, 5)]], 3: [[(7, 64), (80, 3), (90, 2)]] * 3}
+    seconds = engine_ceiling.engine_seconds(model, steps, 1.0, 0.3)
+    assert 0 < seconds["engine_seconds"] < 60 and 0 < seconds["engine_turns_seconds"] < 60
