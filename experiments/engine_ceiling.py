@@ -56,11 +56,12 @@ def _queued(run: Path):
             try:
                 experience = json.loads(line)
                 eid = experience["eid"]
-                yield (eid["batch"], eid.get("task"), eid.get("run"), int(experience["prompt_length"]),
-                       int(experience["response_length"]))
+                call = (eid["batch"], eid.get("task"), eid.get("run"), int(experience["prompt_length"]),
+                        int(experience["response_length"]))
             except (ValueError, KeyError, TypeError) as error:
                 raise InputError(f"{run / EXPERIENCES}, line {number}: expected an experience with eid.batch, "
                                  f"prompt_length and response_length ({type(error).__name__}: {error})") from None
+            yield call
 
 
 def _pipeline_input(run: Path):
@@ -80,18 +81,20 @@ def _pipeline_input(run: Path):
         try:
             experience = Experience.deserialize(blob)
             eid = experience.eid
-            yield (eid.batch, eid.task, eid.run, int(experience.prompt_length),
-                   len(experience.tokens) - int(experience.prompt_length))
+            call = (eid.batch, eid.task, eid.run, int(experience.prompt_length),
+                    len(experience.tokens) - int(experience.prompt_length))
         except Exception as error:  # a torn or foreign blob: whatever Trinity's deserializer raises
             raise InputError(f"{run / PIPELINE_INPUT}, pipeline_input_blob id {row}: expected a Trinity experience "
                              f"({type(error).__name__}: {error})") from None
+        yield call
 
 
 def episodes(run: Path, first: int, last: int) -> dict[int, list[list[tuple[int, int]]]]:
     """Per explore step first..last, its episodes, each the (prompt tokens, reply tokens) of its model calls in the
     order they were made: an episode is its experiences' task and run ids, which Trinity writes in call order.
     Read from the pipeline's input where the run kept it: the trainer's queue lacks the groups the pipeline's
-    operators dropped (all rewards alike), often a third of a FrozenLake step's calls."""
+    operators dropped, a large share of a FrozenLake run's calls (its std_threshold drops every group whose rewards
+    all agree)."""
     found: dict[int, dict[tuple, list[tuple[int, int]]]] = {}
     rows = _pipeline_input(run) if (run / PIPELINE_INPUT).is_file() else _queued(run)
     for step, task, repeat, prompt, reply in rows:
