@@ -36,7 +36,7 @@ TRAINER_PHASES = (("time/read_experience", "waiting for experiences"), ("time/tr
 INSIDE_TRAIN_STEP = (("time/ref", "reference log-probs"), ("time/update_actor", "actor update"))
 WAIT, EVAL = "explorer/time/wait_explore_step", "time/eval"
 PIPELINE = "experience_pipeline/experience_pipeline/time/total"
-EPISODE, MODEL = "rollout/time/run_execution/mean", "rollout/model_seconds/mean"
+EPISODE, MODEL, CALLS = "rollout/time/run_execution/mean", "rollout/model_seconds/mean", "rollout/model_calls/mean"
 COLOURS = {"waiting for experiences": "0.8", "train step": "tab:blue", "reference log-probs": "tab:cyan",
            "actor update": "tab:blue", "weight sync": "tab:orange", "checkpoint save": "tab:red",
            "waiting for rollouts": "tab:green", "evaluation": "tab:purple"}
@@ -119,7 +119,7 @@ def per_step(explorer: dict, trainer: dict, spans: list, steps: list[int], sampl
         rows.append((f"explorer: {phase}", total / len(steps), total / len(steps) / wall,
                      "overlaps the trainer's rows and the other explorer row"))
     in_window = {tag: [p.value for p in explorer.get(tag, []) if since <= p.wall_time <= until]
-                 for tag in (PIPELINE, EPISODE, MODEL)}
+                 for tag in (PIPELINE, EPISODE, MODEL, CALLS)}
     explore_steps = len(in_window[PIPELINE])
     if explore_steps:
         rows.append(("explorer: experience pipeline", sum(in_window[PIPELINE]) / len(steps), None,
@@ -133,6 +133,9 @@ def per_step(explorer: dict, trainer: dict, spans: list, steps: list[int], sampl
                          "generation, HTTP, agentscope; share of the rollout"))
             rows.append(("a rollout: the rest", episode - model, (episode - model) / episode,
                          "environment, tools, workflow; share of the rollout"))
+            if in_window[CALLS]:  # a multi-turn episode's calls wait for each other: their latency sets its pace
+                calls = mean(in_window[CALLS])
+                rows.append(("a model call", model / calls, None, f"{calls:.1f} calls a rollout"))
     by_gpu = gpu_series(samples, since, until)
     for gpu, used in by_gpu.items():
         used = [utilization for _, utilization in used]

@@ -45,6 +45,20 @@ def test_a_real_runs_steps_add_up_within_their_wall_time(tmp_path):
     assert (tmp_path / "timeline.png").read_bytes()[:4] == b"\x89PNG"
 
 
+def test_a_frozenlake_runs_rollouts_split_into_model_calls_and_the_rest_with_the_gpus_samples(tmp_path):
+    """The sweep's whole-model run (one H100, 2026-12-06), kept with its GPU samples and its workflow's call times."""
+    result = run(REPO / "docs/learning/sweep1/whole_1e-6/run", "--steps", "2:10", "--out", tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    table = rows((tmp_path / "timeline.md").read_text())
+    seconds = {what: float(value) for what, (value, _) in table.items() if value}
+    whole = seconds["a rollout, whole"]
+    assert seconds["a rollout: its model calls"] + seconds["a rollout: the rest"] == pytest.approx(whole, abs=0.01)
+    assert 0 < seconds["a model call"] < seconds["a rollout: its model calls"]
+    busy, idle = (float(table[f"GPU 0 {what}"][1].rstrip("%")) for what in ("busy (utilization)",
+                                                                               "idle (samples at 0%)"))
+    assert 0 < busy < 100 and 0 < idle < 100
+
+
 def test_consecutive_trainer_steps_do_not_overlap():
     trainer = step_timeline.read_points(RUN / "monitor" / "tensorboard" / "trainer")
     waits = step_timeline.syncs_while_waiting(RUN / "log" / "trainer.log")
