@@ -103,9 +103,14 @@ def episodes(run: Path, first: int, last: int) -> dict[int, list[list[tuple[int,
     return {step: list(calls.values()) for step, calls in sorted(found.items())}
 
 
+def calls(steps: dict[int, list[list[tuple[int, int]]]]) -> list[tuple[int, int]]:
+    """`episodes`' calls in one list, step by step and episode by episode."""
+    return [call for step in steps.values() for episode in step for call in episode]
+
+
 def requests(run: Path, first: int, last: int) -> list[tuple[int, int]]:
     """(prompt tokens, reply tokens) of each model call the explorer made in explore steps first..last."""
-    return [call for step in episodes(run, first, last).values() for episode in step for call in episode]
+    return calls(episodes(run, first, last))
 
 
 def next_prompt(previous: list[int], reply: list[int], length: int, rng: random.Random, vocabulary: int) -> list[int]:
@@ -169,7 +174,7 @@ def engine_seconds(model: Path, steps: dict[int, list[list[tuple[int, int]]]], t
     (replay_by_turns), each after a warm-up of a few calls."""
     from vllm import LLM, SamplingParams
 
-    shapes = [call for step in steps.values() for episode in step for call in episode]
+    shapes = calls(steps)
     engine = LLM(model=str(model), gpu_memory_utilization=memory, seed=0,
                  max_model_len=max(prompt + reply for prompt, reply in shapes) + 16)
     vocabulary = engine.get_tokenizer().vocab_size
@@ -240,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
         raise InputError(f"MODEL {args.model}: no config.json; expected a model folder")
     check_writable(args.out, "--out")
     steps = episodes(args.run, first, last)
-    shapes = [call for step in steps.values() for episode in step for call in episode]
+    shapes = calls(steps)
     if not shapes:
         raise InputError(f"--steps {first}:{last}: the run kept no experience of those explore steps")
     result = {"steps": f"{first}:{last}", "requests": len(shapes), "prompt_tokens": sum(p for p, _ in shapes),

@@ -105,7 +105,7 @@ def in_flight(config) -> str:
     if explorer.concurrent_mode != "asynchronous":
         return f"runners/engine {runners}, one episode at a time each"
     each = min(explorer.max_repeat_times_per_runner or group, group)
-    step = math.ceil(config.buffer.batch_size / config.explorer.rollout_model.engine_num) * group
+    step = math.ceil(config.buffer.batch_size / explorer.rollout_model.engine_num) * group
     return (f"runners/engine {runners}, each playing up to {each} episodes at once: "
             f"{min(runners * each, step)} of a step's {step} episodes per engine in flight")
 
@@ -115,10 +115,10 @@ def sync(config) -> str:
     between a colocated step's explorer and trainer waiting for each other."""
     synchronizer = config.synchronizer
     style = getattr(synchronizer.sync_style, "value", synchronizer.sync_style)
-    line = f"{synchronizer.sync_method.value}, every {synchronizer.sync_interval} step(s)"
     if style == "fully_async":
         return (f"{synchronizer.sync_method.value}, fully asynchronous: the explorer keeps up to "
                 f"{config.explorer.max_inflight_batches} steps in flight and takes each new version as it comes")
+    line = f"{synchronizer.sync_method.value}, every {synchronizer.sync_interval} step(s)"
     if style != "fixed":
         line += f", style {style}"
     if synchronizer.sync_offset:
