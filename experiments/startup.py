@@ -18,7 +18,7 @@ variant's environment.
 
 From each launch's start-up timeline (`startup.jsonl`, which every launch writes: rftkit.startup)
 and the explorer's tensorboard file it reports: when each phase ended, launch to the first explore
-step, the episodes finished in the first 5 minutes from the launch, and episodes per second over the
+step, the episodes finished in the first 5 minutes from the launch (--minutes if less), and episodes per second over the
 exploring it did (a faster start must not cost rollout speed). Writes <out>/startup.md (the tables)
 and <out>/startup.png (each variant's phases on one time axis); `--report-only` redraws them from
 the variants' folders.
@@ -83,7 +83,7 @@ def launch_env(variant: Path, pairs: list[str]) -> tuple[dict, list[str]]:
     return env, settings
 
 
-def measure(variant: Path, group: int) -> dict:
+def measure(variant: Path, group: int, first_minutes: float = FIRST_MINUTES) -> dict:
     """A variant's figures from its run folder (below <variant>/checkpoints)."""
     run = job_dir(variant / "checkpoints")
     if run is None:
@@ -106,15 +106,16 @@ def measure(variant: Path, group: int) -> dict:
     if done and exploring_from is not None and done[-1][0] > exploring_from:
         rate = sum(episodes for _, episodes in done) / (done[-1][0] - exploring_from)
     return {"phases": phases, "first explore step": first_step,
-            "episodes in the first minutes": sum(episodes for t, episodes in done if t <= FIRST_MINUTES * 60),
+            "episodes in the first minutes": sum(episodes for t, episodes in done if t <= first_minutes * 60),
             "episodes per second": rate, "explore steps": len(done)}
 
 
-def report(out: Path, variants: list[str], group: int) -> str:
-    """startup.md (returned) and startup.png from the variants' folders below `out`."""
+def report(out: Path, variants: list[str], group: int, first_minutes: float = FIRST_MINUTES) -> str:
+    """startup.md (returned) and startup.png from the variants' folders below `out`; episodes are counted over
+    `first_minutes` from each launch, which a run stopped earlier must not claim for its whole length."""
     from rftkit.reports.plots import plt, save_png
 
-    results = {name: measure(out / name, group) for name in variants}
+    results = {name: measure(out / name, group, first_minutes) for name in variants}
     seen = dict.fromkeys(phase for r in results.values() for phase in r["phases"])
     order = PHASES + [phase for phase in seen if phase not in PHASES]  # a phase's row and its colour
     phases = [phase for phase in order if phase in seen]
@@ -128,7 +129,7 @@ def report(out: Path, variants: list[str], group: int) -> str:
     lines += ["", "| | " + " | ".join(variants) + " |", "|---|" + "---|" * len(variants),
               "| launch to the first explore step (s) | "
               + " | ".join(seconds(results[v]["first explore step"]) for v in variants) + " |",
-              f"| episodes finished in the first {FIRST_MINUTES} minutes | "
+              f"| episodes finished in the first {first_minutes:g} minutes | "
               + " | ".join(f"{results[v]['episodes in the first minutes']:.0f}" for v in variants) + " |",
               "| episodes per second while exploring | "
               + " | ".join("-" if results[v]["episodes per second"] is None
@@ -206,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
             log(f"variant {name}: {args.minutes:g} minutes")
             run_step(command, out / name / "train.log", label=f"variant {name}", timeout=args.minutes * 60,
                      on_timeout="interrupt", check=True, env=env)
-    print(report(args.out, names, group), flush=True)
+    print(report(args.out, names, group, min(FIRST_MINUTES, args.minutes)), flush=True)
     return 0
 
 
