@@ -1,7 +1,8 @@
 """The engine's ceiling for a run's own rollouts: the same requests, by their prompt and reply lengths, sent
 straight to vLLM at once, beside the rate the run's explorer made them at.
 
-    python -m experiments.engine_ceiling RUN MODEL --out OUT [--steps A:B] [--memory 0.25]
+    python -m experiments.engine_ceiling RUN MODEL --out OUT --steps A:B [--memory 0.25]
+    python -m experiments.engine_ceiling RUN --out OUT --steps A:B --report-only   (the table again, no GPU)
 
 RUN is a run's folder (`<checkpoint dir>/<project>/<name>`): its experiences, one per model call with the call's
 prompt and reply lengths in tokens (`buffer/explorer_output.db`, the experience pipeline's input, which Trinity
@@ -9,7 +10,9 @@ keeps; else `buffer/experience_buffer.jsonl`, the trainer's queue, which lacks t
 dropped, so the explorer's share comes out low), and its explorer's tensorboard
 scalars (when each explore step's rollouts were collected, its sync groups and evaluations). The explorer's
 rate is the replies' tokens over the wall time from the end of step A-1, which must end a sync group, to the
-end of step B, with no evaluation in between (its requests would share the engine unrecorded). The ceiling
+end of step B, with no evaluation in between (its requests would share the engine unrecorded); and over the
+time its steps spent on their rollouts alone, which leaves out what a colocated explorer waits for between
+steps (train steps, weight syncs). The ceiling
 is vLLM's offline engine given every request at once, random prompt tokens of each request's length and
 exactly its reply length (`ignore_eos`), at the run's temperature, on MODEL with `--memory` of the GPU (a
 colocated engine's quarter by default). Random prompts share no prefix, where a multi-turn episode's turns
@@ -142,13 +145,16 @@ def replay_by_turns(generate: Generate, steps: dict[int, list[list[tuple[int, in
     return made
 
 
-def explorer_seconds(run: Path, first: int, last: int) -> float:
-    """Wall seconds the explorer took for explore steps first..last: from the end of step first-1, which must end
-    a sync group (the explorer then waits for every step in flight, so no request of the window was sent
-    before), to the end of step last. A window that an evaluation overlaps is refused: its requests shared the
-    engine and are not in the experiences."""
+def explorer_seconds(run: Path, first: int, last: int) -> dict[str, float]:
+    """Seconds the explorer took for explore steps first..last: `explorer_seconds`, wall time from the end of step
+    first-1, which must end a sync group (the explorer then waits for every step in flight, so no request of the
+    window was sent before), to the end of step last; and `explorer_rollouts_seconds`, the part it spent waiting
+    for its steps' rollouts, without the train steps and weight syncs a colocated explorer waits for between
+    them. A window that an evaluation overlaps is refused: its requests shared the engine and are not in the
+    experiences."""
     explorer = read_points(run / "monitor" / "tensorboard" / "explorer")
-    ends = {point.step: point.wall_time for point in explorer.get(COLLECTED, [])}
+    collected = explorer.get(COLLECTED, [])
+    ends = {point.step: point.wall_time for point in collected}
     groups = sorted(point.step for point in explorer.get(SYNC_GROUP, []))
     if first - 1 not in ends or last not in ends:
         have = sorted(ends)
@@ -165,7 +171,8 @@ def explorer_seconds(run: Path, first: int, last: int) -> float:
         raise InputError(f"--steps {first}:{last}: the evaluation of step {overlapping[0]} ran in the window, on the "
                          f"same engine, and its requests are not among the experiences; choose steps between "
                          f"evaluations")
-    return until - since
+    return {"explorer_seconds": until - since,
+            "explorer_rollouts_seconds": sum(point.value for point in collected if first <= point.step <= last)}
 
 
 def engine_seconds(model: Path, steps: dict[int, list[list[tuple[int, int]]]], temperature: float,
@@ -206,7 +213,8 @@ def engine_seconds(model: Path, steps: dict[int, list[list[tuple[int, int]]]], t
 
 
 # the table's rows: result key prefix -> name; and how the explorer's share of each engine row reads
-ROWS = {"explorer": "explorer", "engine": "engine, all at once",
+ROWS = {"explorer": "explorer", "explorer_rollouts": "explorer, its steps' rollouts alone",
+        "engine": "engine, all at once",
         "engine_turns": "engine, turn by turn (a step's episodes at once)"}
 SHARES = {"engine": "of the engine's rate all at once", "engine_turns": "of its rate turn by turn"}
 
@@ -220,44 +228,66 @@ def table(result: dict) -> str:
                         f"{result['requests'] / seconds:.1f} |")
     ratios = [f"{result[f'{key}_seconds'] / result['explorer_seconds']:.0%} {share}"
               for key, share in SHARES.items() if result.get(f"{key}_seconds") is not None]
+    alone = ""
+    if result.get("explorer_rollouts_seconds") and result.get("engine_turns_seconds") is not None:
+        alone = (f"; its steps' rollouts alone at "
+                 f"{result['engine_turns_seconds'] / result['explorer_rollouts_seconds']:.0%} of the turn-by-turn rate")
     return (f"{result['requests']} requests in explore steps {result['steps']}: {result['prompt_tokens']:,} prompt "
             f"and {result['reply_tokens']:,} reply tokens\n\n" + "\n".join(rows)
-            + f"\n\nthe explorer at {', and '.join(ratios)}\n")
+            + f"\n\nthe explorer at {', and '.join(ratios)}{alone}\n")
 
 
 @reports_input_errors
 def main(argv: list[str] | None = None) -> int:
     parser = ArgumentParser(prog="python -m experiments.engine_ceiling", description=__doc__)
     parser.add_argument("run", metavar="RUN", type=Path, help="a run's folder, <checkpoint dir>/<project>/<name>")
-    parser.add_argument("model", metavar="MODEL", type=Path, help="the run's model folder (its start is enough: "
-                                                                  "the rate does not depend on the weights)")
+    parser.add_argument("model", metavar="MODEL", type=Path, nargs="?",
+                        help="the run's model folder (its start is enough: the rate does not depend on the weights)")
     parser.add_argument("--steps", metavar="A:B", type=step_range(2), required=True,
                         help="explore steps to replay (A >= 2: the end of step A-1 starts the explorer's clock)")
     parser.add_argument("--memory", type=above(0), default=0.25, help="the engine's share of the GPU's memory")
     parser.add_argument("--temperature", type=float, default=1.0, help="the run's sampling temperature")
     parser.add_argument("--out", type=Path, required=True, help="folder for engine_ceiling.json and .md")
+    parser.add_argument("--report-only", action="store_true",
+                        help="no GPU: write the table again from --out's engine_ceiling.json, the explorer's figures "
+                             "read again from RUN")
     args = parser.parse_args(argv)
     first, last = args.steps
+    check_writable(args.out, "--out")
+    if args.report_only:
+        kept = args.out / "engine_ceiling.json"
+        if not kept.is_file():
+            raise InputError(f"--out {args.out}: no engine_ceiling.json to report on (run without --report-only)")
+        result = json.loads(kept.read_text(encoding="utf-8"))
+        if result.get("steps") != f"{first}:{last}":
+            raise InputError(f"--steps {first}:{last}: {kept} replayed steps {result.get('steps')}")
+        result.update(explorer_seconds(args.run, first, last))
+        write(args.out, result)
+        return 0
     if not any((args.run / found).is_file() for found in (PIPELINE_INPUT, EXPERIENCES)):
         raise InputError(f"RUN {args.run}: no {PIPELINE_INPUT} or {EXPERIENCES}; expected a run's folder, "
                          f"<checkpoint dir>/<project>/<name>")
-    if not (args.model / "config.json").is_file():
-        raise InputError(f"MODEL {args.model}: no config.json; expected a model folder")
-    check_writable(args.out, "--out")
+    if args.model is None or not (args.model / "config.json").is_file():
+        raise InputError(f"MODEL {args.model or ''}: no config.json; expected a model folder (MODEL is needed "
+                         f"unless --report-only)")
     steps = episodes(args.run, first, last)
     shapes = calls(steps)
     if not shapes:
         raise InputError(f"--steps {first}:{last}: the run kept no experience of those explore steps")
     result = {"steps": f"{first}:{last}", "requests": len(shapes), "prompt_tokens": sum(p for p, _ in shapes),
-              "reply_tokens": sum(r for _, r in shapes), "explorer_seconds": explorer_seconds(args.run, first, last)}
+              "reply_tokens": sum(r for _, r in shapes), **explorer_seconds(args.run, first, last)}
     print(f"replaying {len(shapes)} requests on vLLM, all at once and turn by turn ...", flush=True)
     result.update(engine_seconds(args.model, steps, args.temperature, args.memory))
-    args.out.mkdir(parents=True, exist_ok=True)
-    with atomic_paths(args.out / "engine_ceiling.json", args.out / "engine_ceiling.md") as (js, md):
+    write(args.out, result)
+    return 0
+
+
+def write(out: Path, result: dict) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    with atomic_paths(out / "engine_ceiling.json", out / "engine_ceiling.md") as (js, md):
         js.write_text(json.dumps(result, indent=1), encoding="utf-8")
         md.write_text(table(result), encoding="utf-8")
     print(table(result))
-    return 0
 
 
 if __name__ == "__main__":

@@ -41,7 +41,9 @@ def explorer_run(folder, evaluation=None):
 
 def test_the_explorers_time_runs_from_a_sync_groups_end(tmp_path):
     run = explorer_run(tmp_path / "run", evaluation=(2, 1005.0, 1025.0))
-    assert engine_ceiling.explorer_seconds(run, 5, 8) == pytest.approx(40.0)  # from step 4's end to step 8's
+    seconds = engine_ceiling.explorer_seconds(run, 5, 8)
+    assert seconds["explorer_seconds"] == pytest.approx(40.0)  # from step 4's end to step 8's
+    assert seconds["explorer_rollouts_seconds"] == pytest.approx(4 * 0.5)  # steps 5 to 8 waited 0.5 s each
 
 
 @pytest.mark.parametrize("first,last,message", [
@@ -66,7 +68,28 @@ def test_the_table_gives_the_explorer_as_a_share_of_each_engine_rate():
                                  "explorer_seconds": 4.0, "engine_seconds": 1.0, "engine_turns_seconds": 2.0})
     assert "| explorer | 4.0 | 500 | 2.5 |" in text and "| engine, all at once | 1.0 | 2,000 | 10.0 |" in text
     assert "| engine, turn by turn (a step's episodes at once) | 2.0 | 1,000 | 5.0 |" in text
-    assert "the explorer at 25% of the engine's rate all at once, and 50% of its rate turn by turn" in text
+    assert "the explorer at 25% of the engine's rate all at once, and 50% of its rate turn by turn\n" in text
+    text = engine_ceiling.table({"steps": "2:3", "requests": 10, "prompt_tokens": 1000, "reply_tokens": 2000,
+                                 "explorer_seconds": 4.0, "explorer_rollouts_seconds": 2.5, "engine_seconds": 1.0,
+                                 "engine_turns_seconds": 2.0})
+    assert "| explorer, its steps' rollouts alone | 2.5 | 800 | 4.0 |" in text
+    assert "turn by turn; its steps' rollouts alone at 80% of the turn-by-turn rate" in text
+
+
+def test_the_report_reads_the_explorer_again_and_keeps_the_engines_figures(tmp_path, capsys):
+    run = explorer_run(tmp_path / "run")
+    out = tmp_path / "out"
+    out.mkdir()
+    kept = {"steps": "5:8", "requests": 10, "prompt_tokens": 1000, "reply_tokens": 2000, "explorer_seconds": 40.0,
+            "engine_seconds": 1.0, "engine_turns_seconds": 1.6}
+    (out / "engine_ceiling.json").write_text(json.dumps(kept))
+    assert engine_ceiling.main([str(run), "--out", str(out), "--steps", "5:8", "--report-only"]) == 0
+    result = json.loads((out / "engine_ceiling.json").read_text())
+    assert result == {**kept, "explorer_rollouts_seconds": pytest.approx(2.0)}
+    assert "its steps' rollouts alone at 80% of the turn-by-turn rate" in (out / "engine_ceiling.md").read_text()
+    with pytest.raises(SystemExit):  # another window than the replay's is refused in one line
+        engine_ceiling.main([str(run), "--out", str(out), "--steps", "3:4", "--report-only"])
+    assert "replayed steps 5:8" in capsys.readouterr().err
 
 
 def write_experiences(run, rows):

@@ -44,7 +44,8 @@ def test_the_report_reads_phases_first_minutes_and_rollout_speed(tmp_path):
     assert (tmp_path / "startup.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (tmp_path / "startup.md").read_text() == text
     # runs stopped after 3 minutes count over those 3: default none, fast its first two steps
-    assert "| episodes finished in the first 3 minutes | 0 | 256 |" in bench.report(tmp_path, ["default", "fast"], 16, 3)
+    shorter = bench.report(tmp_path, ["default", "fast"], 16, first_minutes=3)
+    assert "| episodes finished in the first 3 minutes | 0 | 256 |" in shorter
 
 
 def test_a_variant_that_never_started_is_named(tmp_path):
