@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
@@ -66,6 +67,14 @@ def step_range(lowest: int):
 
     parse.__name__ = "step range"
     return parse
+
+
+def labelled_path(text: str) -> tuple[str, Path]:
+    """A command line's `LABEL=PATH`, both given, or a bare PATH labelled by its last part."""
+    label, sep, path = text.partition("=")
+    if sep and not (label.strip() and path.strip()):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected LABEL=PATH, both given, or PATH")
+    return (label, Path(path)) if sep else (Path(text).name, Path(text))
 
 
 def exit_now(code: int) -> None:

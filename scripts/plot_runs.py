@@ -17,19 +17,12 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from rftkit.cli import ArgumentParser
+from rftkit.cli import ArgumentParser, labelled_path
 from rftkit.files import atomic_paths, check_writable
 from rftkit.inputs import InputError, reports_input_errors
 from rftkit.reports.tensorboard import read_scalars
 
 DEFAULT_SCALARS = ["rollout/accuracy/mean", "eval/aime24/accuracy/mean@1"]  # tags a GPU run wrote (docs/gpu.md)
-
-
-def parse_run(text: str) -> tuple[str, Path]:
-    label, sep, folder = text.partition("=")
-    if sep and not (label.strip() and folder.strip()):
-        raise InputError(f"RUN {text!r}: expected LABEL=FOLDER, both given, or FOLDER")
-    return (label, Path(folder)) if sep else (Path(text).name, Path(text))
 
 
 def table(runs: dict[str, dict], scalars: list[str]) -> str:
@@ -68,7 +61,7 @@ def draw(runs: dict[str, dict], scalars: list[str], path: Path) -> None:
 @reports_input_errors
 def main(argv: list[str] | None = None) -> int:
     parser = ArgumentParser(description=__doc__)
-    parser.add_argument("runs", nargs="+", metavar="RUN", help="LABEL=FOLDER or FOLDER")
+    parser.add_argument("runs", nargs="+", metavar="RUN", type=labelled_path, help="LABEL=FOLDER or FOLDER")
     parser.add_argument("--scalars", nargs="+", default=DEFAULT_SCALARS, help="tags to draw (default: %(default)s)")
     parser.add_argument("--out", type=Path, default=Path("runs.png"), help="PNG to write (default: %(default)s)")
     args = parser.parse_args(argv)
@@ -79,8 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     check_writable(args.out.parent, "--out")
 
     runs = {}
-    for text in args.runs:
-        label, folder = parse_run(text)
+    for label, folder in args.runs:
         if not folder.is_dir():
             raise InputError(f"RUN {folder}: no such folder")
         if label in runs:

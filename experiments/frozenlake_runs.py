@@ -1,0 +1,127 @@
+"""Every FrozenLake learning run on the test maps whose layout training never had: one table and one chart.
+
+    python -m experiments.frozenlake_runs NAME=OUT [NAME=OUT ...] --out DIR [--train NAME=SPLIT ...]
+
+OUT is an `experiments.frozenlake_learning` output folder: before/ and after/, each an evaluation by
+scripts/evaluate.py of the same maps with the same seeds. A map counts as unseen by its grid: from the
+episodes' own flags (evaluate.py compares each map with the training split), or, for a run whose evaluations
+predate the flags, from `--train NAME=SPLIT`, that run's training split (a .parquet file). For each run, on
+its unseen maps only: success before and after (after with its 95% interval), the maps where after reached
+the goal more and less often with a two-sided sign test, a random walk's expected rate on the same maps and
+after's multiple of it, the invalid-action rate before and after, and success by map size. Writes runs.md
+(returned and printed) and runs.png (bars: before, after and a random walk for each run; lines: after minus
+before by map size) to DIR.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from frozenlake.report import goals, map_by_map, seen_maps, summarize
+from frozenlake.reference import WEAK
+from rftkit.cli import ArgumentParser, labelled_path
+from rftkit.files import atomic_paths, check_writable
+from rftkit.inputs import InputError, read_json, reports_input_errors
+from rftkit.reports.evaluation import sign_test
+
+
+def unseen(out: Path, train: Path | None) -> dict:
+    """One run's figures on the maps whose layout its training split lacks."""
+    before, after = (read_json(out / part / "episodes.jsonl", lines=True) for part in ("before", "after"))
+    seen = seen_maps(before, train)
+    if seen is None:
+        raise InputError(f"{out}/before: its episodes do not say which maps training had; give --train "
+                         f"NAME=SPLIT with that run's training split")
+    first, second = ([e for e in episodes if not seen.get(e["task"]["uid"], True)] for episodes in (before, after))
+    if not first:
+        raise InputError(f"{out}: every test map has a training map's layout; nothing is held out")
+    better, worse, _ = map_by_map(goals(first), goals(second))
+    walk = {e["task"]["uid"]: (e["task"]["size"], e["task"][WEAK]) for e in first}
+    sizes = sorted({size for size, _ in walk.values()})
+    return {"maps": len(walk), "before": summarize(first), "after": summarize(second), "better": better,
+            "worse": worse, "p": sign_test(better, worse),
+            "random walk": sum(rate for _, rate in walk.values()) / len(walk),
+            "random walk by size": {size: sum(r for s, r in walk.values() if s == size)
+                                    / sum(s == size for s, _ in walk.values()) for size in sizes}}
+
+
+def markdown(runs: dict[str, dict]) -> str:
+    lines = ["| run | unseen maps | before | after (95% CI) | better / worse, sign test p | random walk (expected) "
+             "| after / random walk | invalid actions, before / after |", "|---|---|---|---|---|---|---|---|"]
+    for name, r in runs.items():
+        low, high = r["after"]["success_rate_ci95"]
+        lines.append(f"| {name} | {r['maps']} | {r['before']['success_rate']:.3f} | {r['after']['success_rate']:.3f} "
+                     f"({low:.3f}-{high:.3f}) | {r['better']} / {r['worse']}, p = {r['p']:.2g} | "
+                     f"{r['random walk']:.3f} | {r['after']['success_rate'] / r['random walk']:.2f}x | "
+                     f"{r['before']['invalid_action_rate']:.3f} / {r['after']['invalid_action_rate']:.3f} |")
+    sizes = sorted({int(s) for r in runs.values() for s in r["random walk by size"]})
+    lines += ["", "Success by map size on the unseen maps, after (before; a random walk's expected rate):", "",
+              "| run | " + " | ".join(f"{s}x{s}" for s in sizes) + " |", "|---|" + "---|" * len(sizes)]
+    for name, r in runs.items():
+        cells = []
+        for size in sizes:
+            after, before = (r[part]["by_size"].get(size) for part in ("after", "before"))
+            walk = r["random walk by size"].get(size)
+            cells.append("-" if after is None else
+                         f"{after['rate']:.2f} ({before['rate']:.2f}; {walk:.2f}), {after['n']} episodes")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def chart(runs: dict[str, dict]):
+    from rftkit.reports.plots import plt
+
+    fig, (bars, gains) = plt.subplots(1, 2, figsize=(13, 4.2), gridspec_kw={"width_ratios": [3, 2]})
+    width = 0.27
+    for k, (label, value) in enumerate((("before", lambda r: r["before"]["success_rate"]),
+                                        ("after", lambda r: r["after"]["success_rate"]),
+                                        ("random walk (expected)", lambda r: r["random walk"]))):
+        bars.bar([i + (k - 1) * width for i in range(len(runs))], [value(r) for r in runs.values()], width,
+                 label=label, color=("tab:gray", "tab:blue", "tab:orange")[k])
+    bars.set_xticks(range(len(runs)), list(runs), rotation=20, ha="right")
+    bars.set_ylabel("success on unseen maps")
+    bars.legend(fontsize="small")
+    for i, (name, r) in enumerate(runs.items()):
+        sizes = sorted(r["after"]["by_size"])
+        gains.plot(sizes, [r["after"]["by_size"][s]["rate"] - r["before"]["by_size"][s]["rate"] for s in sizes],
+                   marker="o", color=f"C{i}", label=name)
+    gains.set_xticks(sorted({s for r in runs.values() for s in r["after"]["by_size"]}))
+    gains.axhline(0, color="black", linewidth=0.8)
+    gains.set_xlabel("map size")
+    gains.set_ylabel("after minus before")
+    gains.legend(fontsize="small")
+    fig.tight_layout()
+    return fig
+
+
+@reports_input_errors
+def main(argv: list[str] | None = None) -> int:
+    parser = ArgumentParser(prog="python -m experiments.frozenlake_runs", description=__doc__)
+    parser.add_argument("runs", metavar="NAME=OUT", type=labelled_path, nargs="+",
+                        help="a run's name and its experiments.frozenlake_learning output folder")
+    parser.add_argument("--train", metavar="NAME=SPLIT", type=labelled_path, action="append", default=[],
+                        help="the training split of run NAME, where its evaluations do not flag seen maps")
+    parser.add_argument("--out", type=Path, required=True, help="folder for runs.md and runs.png")
+    args = parser.parse_args(argv)
+    names = [name for name, _ in args.runs]
+    if len(set(names)) != len(names):
+        parser.error(f"NAME=OUT: each run needs its own name (given: {', '.join(names)})")
+    splits = dict(args.train)
+    if set(splits) - set(names):
+        parser.error(f"--train {', '.join(sorted(set(splits) - set(names)))}: no run of that name")
+    check_writable(args.out, "--out")
+    runs = {name: unseen(out, splits.get(name)) for name, out in args.runs}
+    text = markdown(runs)
+    from rftkit.reports.plots import save_png
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    with atomic_paths(args.out / "runs.md", args.out / "runs.png") as (md, png):
+        md.write_text(text, encoding="utf-8")
+        save_png(chart(runs), png)
+    print(text, end="")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
