@@ -283,6 +283,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def write(out: Path, result: dict) -> None:
+    """engine_ceiling.json and engine_ceiling.md in `out`, both or neither, and the table printed."""
     out.mkdir(parents=True, exist_ok=True)
     with atomic_paths(out / "engine_ceiling.json", out / "engine_ceiling.md") as (js, md):
         js.write_text(json.dumps(result, indent=1), encoding="utf-8")

@@ -10,6 +10,11 @@ monitor/tensorboard/). Writes the PNG, one panel per scalar with one legend belo
 markdown table of each run's final, lowest and highest value beside it (same name, .md), which it
 also prints. Lowest and highest, not "best": for success higher is better, for invalid actions or a
 loss lower is.
+
+With --chain the runs are one training run's parts in order, each started from where the one before
+ended on another machine (its weights or its checkpoint): each part's steps are counted on from the
+last step of the parts before it, and a dashed line marks where each part begins, so that a curve that
+continues shows as one.
 """
 
 from __future__ import annotations
@@ -38,7 +43,19 @@ def table(runs: dict[str, dict], scalars: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def draw(runs: dict[str, dict], scalars: list[str], path: Path) -> None:
+def chained(runs: dict[str, dict]) -> tuple[dict[str, dict], list[int]]:
+    """The runs with each one's steps moved past the last step of those before it, and the steps where each
+    but the first begins."""
+    moved, starts, offset = {}, [], 0
+    for i, (label, series) in enumerate(runs.items()):
+        if i:
+            starts.append(offset)
+        moved[label] = {tag: [(step + offset, value) for step, value in points] for tag, points in series.items()}
+        offset += max((step for points in series.values() for step, _ in points), default=0)
+    return moved, starts
+
+
+def draw(runs: dict[str, dict], scalars: list[str], path: Path, starts: list[int] = ()) -> None:
     from rftkit.reports.plots import plt, save_png
 
     legend_rows = -(-len(runs) // 3)
@@ -48,6 +65,8 @@ def draw(runs: dict[str, dict], scalars: list[str], path: Path) -> None:
             if series.get(tag):  # "C<i>": a run keeps its colour in every panel, also where another lacks the tag
                 steps, values = zip(*series[tag])
                 ax.plot(steps, values, marker="o" if len(steps) < 30 else None, color=f"C{i}", label=label)
+        for start in starts:
+            ax.axvline(start, color="gray", linestyle="--", linewidth=1)
         ax.set_title(tag)
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)
@@ -64,6 +83,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("runs", nargs="+", metavar="RUN", type=labelled_path, help="LABEL=FOLDER or FOLDER")
     parser.add_argument("--scalars", nargs="+", default=DEFAULT_SCALARS, help="tags to draw (default: %(default)s)")
     parser.add_argument("--out", type=Path, default=Path("runs.png"), help="PNG to write (default: %(default)s)")
+    parser.add_argument("--chain", action="store_true",
+                        help="the runs are one run's parts in order: count each part's steps on from the one before")
     args = parser.parse_args(argv)
     if args.out.is_dir():
         raise InputError(f"--out {args.out}: a folder; expected the name of the PNG file to write")
@@ -88,9 +109,10 @@ def main(argv: list[str] | None = None) -> int:
         available = sorted({tag for series in runs.values() for tag in series})
         parser.error(f"--scalars: none of {args.scalars} is in these runs; they have: {', '.join(available)}")
 
+    runs, starts = chained(runs) if args.chain else (runs, [])
     summary = table(runs, args.scalars)
     with atomic_paths(args.out, args.out.with_suffix(".md")) as (png, md):
-        draw(runs, found, png)
+        draw(runs, found, png, starts)
         md.write_text(summary)
     print(summary)
     print(f"wrote {args.out} and {args.out.with_suffix('.md')}")

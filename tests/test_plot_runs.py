@@ -47,3 +47,16 @@ def test_unknown_scalars_and_empty_folders_are_refused(tmp_path, capsys):
         plot_runs.main([str(tmp_path / "empty"), "--out", str(tmp_path / "x.png")])
     assert "no tensorboard event files" in capsys.readouterr().err
     assert not (tmp_path / "x.png").exists()
+
+
+def test_chained_parts_count_their_steps_on_from_the_part_before(tmp_path, capsys):
+    write_run(tmp_path / "hold1", [0.10, 0.15, 0.20], {})
+    write_run(tmp_path / "hold2", [0.22, 0.25], {})  # a second machine's run, its steps from 1 again
+    out = tmp_path / "chain.png"
+    assert plot_runs.main([f"hold 1={tmp_path / 'hold1'}", f"hold 2={tmp_path / 'hold2'}", "--chain",
+                           "--scalars", "rollout/accuracy/mean", "--out", str(out)]) == 0
+    table = out.with_suffix(".md").read_text()
+    assert "| rollout/accuracy/mean | hold 2 | 0.2500 (5) | 0.2200 (4) | 0.2500 (5) |" in table
+    assert "| rollout/accuracy/mean | hold 1 | 0.2000 (3) |" in table
+    moved, starts = plot_runs.chained({"a": {"x": [(1, 0.0), (3, 1.0)]}, "b": {"x": [(1, 2.0)]}})
+    assert moved["b"]["x"] == [(4, 2.0)] and starts == [3]
