@@ -99,15 +99,25 @@ def summarize(config, attention_reason: str = "", liger_reason: str = "", lora_l
 def in_flight(config) -> str:
     """Runners per engine and how many of a step's episodes an engine has going at once: Trinity's checker caps
     an asynchronous engine's runners at its maps per step, so a small batch leaves the engine mostly idle unless
-    each runner plays more of a map's rollouts at once (explorer.max_repeat_times_per_runner)."""
+    each runner plays more of a map's rollouts at once (explorer.max_repeat_times_per_runner). A runner takes
+    its next task only when the slowest rollout of its task ends, so a step waits on its slowest tasks unless
+    explorer.over_rollout lets it end without them."""
     explorer, group = config.explorer, config.algorithm.repeat_times
     runners = explorer.runner_per_model
     if explorer.concurrent_mode != "asynchronous":
-        return f"runners/engine {runners}, one episode at a time each"
-    each = min(explorer.max_repeat_times_per_runner or group, group)
-    step = math.ceil(config.buffer.batch_size / explorer.rollout_model.engine_num) * group
-    return (f"runners/engine {runners}, each playing up to {each} episodes at once: "
-            f"{min(runners * each, step)} of a step's {step} episodes per engine in flight")
+        line = f"runners/engine {runners}, one episode at a time each"
+    else:
+        each = min(explorer.max_repeat_times_per_runner or group, group)
+        step = math.ceil(config.buffer.batch_size / explorer.rollout_model.engine_num) * group
+        line = (f"runners/engine {runners}, each playing up to {each} episodes at once: "
+                f"{min(runners * each, step)} of a step's {step} episodes per engine in flight")
+    over = explorer.over_rollout
+    if over.ratio > 0:  # Trinity's explorer waits for ceil(batch x (1 - ratio)) tasks
+        tasks = config.buffer.batch_size
+        rest = "kept where some rollouts ended" if over.return_partial_tasks else "dropped"
+        line += (f"; a step ends {over.wait_after_min:g} s after {math.ceil(tasks * (1 - over.ratio))} of its "
+                 f"{tasks} tasks are done, the rest {rest} (explorer.over_rollout)")
+    return line
 
 
 def sync(config) -> str:

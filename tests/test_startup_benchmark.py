@@ -89,6 +89,11 @@ def test_a_variants_launch_passes_trinitys_checker_with_its_settings_last(sample
                              data={"train": data, "eval": data}, settings=bench.SETTINGS,
                              extra=["explorer.concurrent_mode=sequential"])
     assert "runners/engine 16, one episode at a time each" in dry_run(command, gpus=1)  # not capped
+    command = launch_command(FROZENLAKE, model=Path("Qwen/Qwen2.5-0.5B-Instruct"), checkpoints=tmp_path / "ckpt",
+                             data={"train": data, "eval": data}, settings=bench.SETTINGS,
+                             extra=["explorer.over_rollout.ratio=0.125", "explorer.over_rollout.wait_after_min=0"])
+    assert ("32 of a step's 128 episodes per engine in flight; a step ends 0 s after 7 of its 8 tasks are done, the "
+            "rest dropped (explorer.over_rollout)") in dry_run(command, gpus=1)
 
 
 def test_a_variant_gets_cold_caches_of_its_own_and_its_environment(tmp_path, monkeypatch):
