@@ -8,9 +8,9 @@ episodes' own flags (evaluate.py compares each map with the training split), or,
 predate the flags, from `--train NAME=SPLIT`, that run's training split (a .parquet file). For each run, on
 its unseen maps only: success before and after (after with its 95% interval), the maps where after reached
 the goal more and less often with a two-sided sign test, a random walk's expected rate on the same maps and
-after's multiple of it, the invalid-action rate before and after, and success by map size. Writes runs.md
-(returned and printed) and runs.png (bars: before, after and a random walk for each run; lines: after minus
-before by map size) to DIR.
+after's multiple of it, the invalid-action rate before and after, how episodes ended, and success by map
+size. Writes runs.md (returned and printed) and runs.png (bars: before, after and a random walk for each
+run; lines: after minus before by map size) to DIR.
 """
 
 from __future__ import annotations
@@ -24,6 +24,9 @@ from rftkit.cli import ArgumentParser, labelled_path
 from rftkit.files import atomic_paths, check_writable
 from rftkit.inputs import InputError, read_json, reports_input_errors
 from rftkit.reports.evaluation import sign_test
+
+
+ENDS = ("goal", "hole", "max_steps")  # frozenlake.workflow.end_reason's names, as the table's columns
 
 
 def unseen(out: Path, train: Path | None) -> dict:
@@ -55,6 +58,13 @@ def markdown(runs: dict[str, dict]) -> str:
                      f"({low:.3f}-{high:.3f}) | {r['better']} / {r['worse']}, p = {r['p']:.2g} | "
                      f"{r['random walk']:.3f} | {r['after']['success_rate'] / r['random walk']:.2f}x | "
                      f"{r['before']['invalid_action_rate']:.3f} / {r['after']['invalid_action_rate']:.3f} |")
+    lines += ["", "How the unseen maps' episodes ended, before -> after:", "",
+              "| run | reached the goal | fell in a hole | ran out of moves | other |", "|---|---|---|---|---|"]
+    for name, r in runs.items():
+        ends = [r[part]["termination"] for part in ("before", "after")]
+        other = [sum(n for reason, n in e.items() if reason not in ENDS) for e in ends]
+        lines.append(f"| {name} | " + " | ".join(f"{ends[0].get(reason, 0)} -> {ends[1].get(reason, 0)}"
+                                                for reason in ENDS) + f" | {other[0]} -> {other[1]} |")
     sizes = sorted({int(s) for r in runs.values() for s in r["random walk by size"]})
     lines += ["", "Success by map size on the unseen maps, after (before; a random walk's expected rate):", "",
               "| run | " + " | ".join(f"{s}x{s}" for s in sizes) + " |", "|---|" + "---|" * len(sizes)]

@@ -57,6 +57,9 @@ def test_only_the_unseen_maps_count(tmp_path):
     assert result["maps"] == 3 and (result["better"], result["worse"]) == (2, 0)
     assert result["before"]["success_rate"] == 0 and result["after"]["success_rate"] == pytest.approx(2 / 3)
     assert sorted(result["after"]["by_size"]) == [3, 4] and result["random walk"] == pytest.approx(0.25)
+    # the three unseen maps' episodes: before, three holes (the fixture's failures); after, two goals and a hole
+    table = frozenlake_runs.markdown({"r": result})
+    assert "| r | 0 -> 2 | 3 -> 1 | 0 -> 0 | 0 -> 0 |" in table
 
 
 def test_a_run_without_seen_flags_needs_its_training_split(tmp_path, capsys):
