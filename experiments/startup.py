@@ -18,10 +18,10 @@ variant's environment.
 
 From each launch's start-up timeline (`startup.jsonl`, which every launch writes: rftkit.startup)
 and the explorer's tensorboard file it reports: when each phase ended, launch to the first explore
-step, the episodes finished in the first 5 minutes from the launch (--minutes if less), and episodes per second over the
-exploring it did (a faster start must not cost rollout speed). Writes <out>/startup.md (the tables)
-and <out>/startup.png (each variant's phases on one time axis); `--report-only` redraws them from
-the variants' folders.
+step, the episodes finished in the first 5 minutes from the launch (--minutes if less), and episodes
+per second over the exploring it did (a faster start must not cost rollout speed). Writes
+<out>/startup.md (the tables) and <out>/startup.png (each variant's phases on one time axis);
+`--report-only` redraws them from the variants' folders.
 """
 
 from __future__ import annotations
