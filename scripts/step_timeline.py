@@ -11,7 +11,10 @@ RUN is a run's folder (`<checkpoint dir>/<project>/<name>`). Read there:
 - the trainer's log (`log/trainer.log`), only to tell a weight sync made while the trainer waited for
   experiences (drawn at the start of that wait, where the explorer's request for it falls) from one made
   after its train step;
-- the GPUs' utilization, where the launch sampled it (`gpu_samples.csv`, rftkit.gpu_samples).
+- the GPUs' utilization, where the launch sampled it (`gpu_samples.csv`, rftkit.gpu_samples);
+- the rollouts per task from the launch's config, where it is kept (the launcher writes it beside the project
+  folder, `<checkpoint dir>/<project>-<name>.yaml`; a kept run's copy is `config.yaml` in RUN), to count how
+  many episodes were going at once while the explorer waited for a step's rollouts.
 A trainer step is placed by its end (when its scalars were logged) and its parts' durations, in Trinity-RFT
 0.6.0's order: wait for experiences, train, sync, save. Writes timeline.png and timeline.md to --out and
 prints the table. --steps A:B picks the trainer steps (default: five from the middle of the run).
@@ -28,6 +31,7 @@ from rftkit import gpu_samples
 from rftkit.cli import ArgumentParser, step_range
 from rftkit.files import atomic_paths, check_writable
 from rftkit.inputs import InputError, reports_input_errors
+from rftkit.overrides import load_yaml
 from rftkit.reports.tensorboard import read_points
 
 # (the trainer's scalar, the phase it times), in the order a step runs them
@@ -37,6 +41,7 @@ INSIDE_TRAIN_STEP = (("time/ref", "reference log-probs"), ("time/update_actor", 
 WAIT, EVAL = "explorer/time/wait_explore_step", "time/eval"
 PIPELINE = "experience_pipeline/experience_pipeline/time/total"
 EPISODE, MODEL, CALLS = "rollout/time/run_execution/mean", "rollout/model_seconds/mean", "rollout/model_calls/mean"
+TASKS = "rollout/finished_task_count"
 COLOURS = {"waiting for experiences": "0.8", "train step": "tab:blue", "reference log-probs": "tab:cyan",
            "actor update": "tab:blue", "weight sync": "tab:orange", "checkpoint save": "tab:red",
            "waiting for rollouts": "tab:green", "evaluation": "tab:purple"}
@@ -99,9 +104,30 @@ def window_spans(trainer: dict, steps: list[int], waits: set[int]) -> list[tuple
     return [span for step in steps for span in trainer_spans(trainer, step, step in waits)]
 
 
-def per_step(explorer: dict, trainer: dict, spans: list, steps: list[int], samples: list) -> list[tuple]:
+def group_size(run: Path) -> int | None:
+    """The launch's rollouts per task (`algorithm.repeat_times`), from its config where it was kept."""
+    for path in (run.parent.parent / f"{run.parent.name}-{run.name}.yaml", run / "config.yaml"):
+        if path.is_file():
+            return int(load_yaml(path)["algorithm"]["repeat_times"])
+    return None
+
+
+def going_at_once(explorer: dict, since: float, until: float, group: int) -> float | None:
+    """Episodes going at once on average while the explorer waited for its steps' rollouts in [since, until]:
+    each step's episodes times their mean time, over its wait (Little's law)."""
+    by = {tag: {p.step: p for p in explorer.get(tag, [])} for tag in (WAIT, TASKS, EPISODE)}
+    steps = [step for step, p in by[WAIT].items() if since <= p.wall_time <= until
+             and step in by[TASKS] and step in by[EPISODE]]
+    waited = sum(by[WAIT][step].value for step in steps)
+    if not waited:
+        return None
+    return sum(by[TASKS][step].value * group * by[EPISODE][step].value for step in steps) / waited
+
+
+def per_step(explorer: dict, trainer: dict, spans: list, steps: list[int], samples: list,
+             group: int | None = None) -> list[tuple]:
     """The table's rows: (what, seconds a trainer step, share of the step's wall time or None, note), from
-    `window_spans` of `steps`."""
+    `window_spans` of `steps`; `group`, the rollouts per task, adds how many episodes were going at once."""
     ends = {p.step: p.wall_time for p in trainer["time/train_step"]}
     since = ends.get(steps[0] - 1, min(start for _, start, _ in spans))
     until = ends[steps[-1]]
@@ -136,6 +162,10 @@ def per_step(explorer: dict, trainer: dict, spans: list, steps: list[int], sampl
             if in_window[CALLS]:  # a multi-turn episode's calls wait for each other: their latency sets its pace
                 calls = mean(in_window[CALLS])
                 rows.append(("a model call", model / calls, None, f"{calls:.1f} calls a rollout"))
+        busy = going_at_once(explorer, since, until, group) if group else None
+        if busy is not None:
+            rows.append(("episodes going at once", None, None, f"{busy:.1f} on average while the explorer waited "
+                                                               f"for rollouts (episodes x their mean time / the wait)"))
     by_gpu = gpu_series(samples, since, until)
     for gpu, used in by_gpu.items():
         used = [utilization for _, utilization in used]
@@ -231,7 +261,8 @@ def main(argv: list[str] | None = None) -> int:
     samples_file = args.run / gpu_samples.FILE_NAME
     samples = gpu_samples.read(samples_file) if samples_file.is_file() else []
     spans = window_spans(trainer, steps, waits)
-    text = f"# Step timeline: {args.run}\n\n" + table(per_step(explorer, trainer, spans, steps, samples))
+    text = f"# Step timeline: {args.run}\n\n" + table(per_step(explorer, trainer, spans, steps, samples,
+                                                                group_size(args.run)))
     args.out.mkdir(parents=True, exist_ok=True)
     with atomic_paths(args.out / "timeline.png", args.out / "timeline.md") as (png, md):
         draw(explorer, spans, samples, f"{args.run.name}: trainer steps {steps[0]} to {steps[-1]}", png)

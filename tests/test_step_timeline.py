@@ -12,6 +12,7 @@ import pytest
 
 from conftest import REPO
 from rftkit import gpu_samples
+from rftkit.reports.tensorboard import Point
 
 RUN = REPO / "docs/bots/pair2/random/checkpoints/AgentScope-MathBOTS/math-random"
 spec = importlib.util.spec_from_file_location("step_timeline", REPO / "scripts" / "step_timeline.py")
@@ -57,6 +58,19 @@ def test_a_frozenlake_runs_rollouts_split_into_model_calls_and_the_rest_with_the
     busy, idle = (float(table[f"GPU 0 {what}"][1].rstrip("%")) for what in ("busy (utilization)",
                                                                                "idle (samples at 0%)"))
     assert 0 < busy < 100 and 0 < idle < 100
+    # from the kept launch config (16 rollouts a map, 8 runners x 4 at once): fewer going than the 32 in flight
+    going = re.search(r"\| episodes going at once \|  \|  \| ([\d.]+) on average", result.stdout)
+    assert going and 1 < float(going.group(1)) < 32
+
+
+def test_episodes_going_at_once_is_episodes_times_their_time_over_the_wait():
+    series = {step_timeline.WAIT: [(1, 10.0), (2, 5.0)], step_timeline.TASKS: [(1, 8.0), (2, 8.0)],
+              step_timeline.EPISODE: [(1, 0.5), (2, 1.0)]}  # each logged at 100 s x its step
+    explorer = {tag: [Point(step, value, 100.0 * step) for step, value in points] for tag, points in series.items()}
+    # step 1: 8 tasks x 4 rollouts x 0.5 s = 16 episode-seconds in 10 s; step 2: 32 in 5 s
+    assert step_timeline.going_at_once(explorer, 0, 300, 4) == pytest.approx(48 / 15)
+    assert step_timeline.going_at_once(explorer, 150, 300, 4) == pytest.approx(32 / 5)  # step 2 alone
+    assert step_timeline.going_at_once(explorer, 300, 400, 4) is None
 
 
 def test_consecutive_trainer_steps_do_not_overlap():
