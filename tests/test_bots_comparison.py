@@ -376,6 +376,7 @@ def test_keep_slims_a_run_to_what_the_report_reads_and_the_report_stays_the_same
     (run / "log" / "trainer.log").write_text("trainer\n")
     (run / "log" / "explorer_runner_0.log").write_text("runner\n")
     (run / "global_step_5" / "actor" / "model.pt").write_text("weights")
+    (run.parent.parent / "P-N.yaml").write_text("algorithm:\n  repeat_times: 8\n")  # the launcher's config
     write_scalars(run, "explorer", {bots_report.ACCURACY: [(1, 0.5, 100.0), (2, 0.5, 110.0)]})
     (run / "buffer" / "experience_buffer.jsonl").write_text("".join(
         json.dumps({"eid": {"batch": step, "task": 0, "run": rollout, "suffix": "x"}, "response_text": "long " * 50,
@@ -398,6 +399,7 @@ def test_keep_slims_a_run_to_what_the_report_reads_and_the_report_stays_the_same
     job = kept / "difficulty" / "checkpoints" / "P" / "N"
     assert not (job / "global_step_5").exists() and not (job / "log" / "explorer_runner_0.log").exists()
     assert (job / "log" / "trainer.log").is_file()
+    assert (kept / "difficulty" / "checkpoints" / "P-N.yaml").read_text() == "algorithm:\n  repeat_times: 8\n"
     assert "response_text" not in (job / "buffer" / "experience_buffer.jsonl").read_text()
     assert (kept / "difficulty" / "train.log").read_text() == f"{cost}\n" * 2
     with pytest.raises(SystemExit, match="exists; keep writes a new folder"):

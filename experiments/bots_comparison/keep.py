@@ -3,7 +3,8 @@ SRC DEST` copies <SRC>/<selector>/ (one run folder, as `runs.py` wrote it on the
 
 A run folder holds about 80 MB besides its weights: the experience queue with every reply, Trinity's SQLite copy
 of it, and a launch log that is mostly HTTP access lines. `--report-only` on DEST's parent gives the same figures
-as on SRC's; the replies of the held-out evaluation (after/episodes.jsonl) are kept whole.
+as on SRC's; the replies of the held-out evaluation (after/episodes.jsonl) and the launch's config (beside the
+project folder) are kept whole.
 """
 
 from __future__ import annotations
@@ -42,6 +43,9 @@ def keep(source: Path, dest: Path) -> None:
     shutil.copytree(source / "after", partial / "after")
     job_copy = partial / job.relative_to(source)
     shutil.copytree(job, job_copy, ignore=shutil.ignore_patterns(*LEFT_OUT))
+    launch_config = job.parent.parent / f"{job.parent.name}-{job.name}.yaml"  # the launcher writes it there
+    if launch_config.is_file():  # what the run was launched with, for reports that read its settings
+        shutil.copy(launch_config, job_copy.parent.parent / launch_config.name)
     (job_copy / QUEUE).parent.mkdir()
     with open(job / QUEUE) as lines, open(job_copy / QUEUE, "w") as out:
         out.writelines(slim_experience(line) + "\n" for line in lines if line.strip())
