@@ -18,8 +18,10 @@ variant's environment.
 
 From each launch's start-up timeline (`startup.jsonl`, which every launch writes: rftkit.startup)
 and the explorer's tensorboard file it reports: when each phase ended, launch to the first explore
-step, the episodes finished in the first 5 minutes from the launch (--minutes if less), and episodes
-per second over the exploring it did (a faster start must not cost rollout speed). Writes
+step, the episodes finished in the first 5 minutes from the launch (--minutes if less), episodes
+per second over the exploring it did (a faster start must not cost rollout speed), the trainer's updates
+per minute and the share of GPU samples at 0% while exploring (the levers that overlap a step's parts
+are judged by these; a variant's own rollouts per task come from its launch config). Writes
 <out>/startup.md (the tables) and <out>/startup.png (each variant's phases on one time axis);
 `--report-only` redraws them from the variants' folders.
 """
@@ -33,14 +35,14 @@ import sys
 from pathlib import Path
 
 from frozenlake.example import FROZENLAKE
-from rftkit import startup
+from rftkit import gpu_samples, startup
 from rftkit.cli import ArgumentParser, above
 from rftkit.files import atomic_paths, check_writable
 from rftkit.inputs import reports_input_errors
 from rftkit.inputs.config_keys import check_set_key
 from rftkit.inputs.model_path import check_model
 from runkit.commands import launch_command
-from runkit.runs import job_dir
+from runkit.runs import job_dir, launch_config
 from runkit.serving import model_folder
 from runkit.steps import log, run_step
 from runkit.training_flags import require_cuda
@@ -53,6 +55,7 @@ SETTINGS = {"buffer.batch_size": 8, "algorithm.repeat_times": 16,
 PHASES = ["config checked", "Ray connected", *(phase for *_, phase in startup.STARTUP_PHASES)]
 FIRST_MINUTES = 5  # episodes finished this long after the launch: what a faster start buys
 EPISODES = "rollout/finished_task_count"  # tasks an explore step finished; each is `repeat_times` episodes
+UPDATES = "time/train_step"  # the trainer logs it once an update
 ENV_KEY = re.compile(r"[A-Z][A-Z0-9_]*")  # a variant's key in this form is an environment variable
 CACHES = {"VLLM_CACHE_ROOT": "vllm", "TORCHINDUCTOR_CACHE_DIR": "inductor", "TRITON_CACHE_DIR": "triton"}
 
@@ -84,10 +87,13 @@ def launch_env(variant: Path, pairs: list[str]) -> tuple[dict, list[str]]:
 
 
 def measure(variant: Path, group: int, first_minutes: float = FIRST_MINUTES) -> dict:
-    """A variant's figures from its run folder (below <variant>/checkpoints)."""
+    """A variant's figures from its run folder (below <variant>/checkpoints); `group`, the rollouts per task,
+    where the launch's config was not kept (a variant may set its own)."""
     run = job_dir(variant / "checkpoints")
     if run is None:
         raise SystemExit(f"error: {variant}: no run below checkpoints/ (did the launch start?)")
+    config = launch_config(run)
+    group = config["algorithm"]["repeat_times"] if config else group
     entries = startup.read(run / startup.FILE_NAME)
     if not entries or entries[0]["phase"] != "launch":
         raise SystemExit(f"error: {run / startup.FILE_NAME}: no start-up timeline")
@@ -95,19 +101,33 @@ def measure(variant: Path, group: int, first_minutes: float = FIRST_MINUTES) -> 
     phases = {entry["phase"]: entry["at"] - zero for entry in entries[1:]}
     from rftkit.reports.tensorboard import read_points
 
-    try:
-        steps = read_points(run / "monitor" / "tensorboard" / "explorer").get(EPISODES, [])
-    except FileNotFoundError:
-        steps = []
-    done = [(point.wall_time - zero, point.value * group) for point in steps]
+    def points(lane: str, tag: str) -> list:
+        try:
+            return read_points(run / "monitor" / "tensorboard" / lane).get(tag, [])
+        except FileNotFoundError:
+            return []
+
+    done = [(point.wall_time - zero, point.value * group) for point in points("explorer", EPISODES)]
     first_step = phases.get("first explore step")
     exploring_from = phases.get("first weights sent to the engine", first_step)
     rate = None
     if done and exploring_from is not None and done[-1][0] > exploring_from:
         rate = sum(episodes for _, episodes in done) / (done[-1][0] - exploring_from)
+    updates = [point.wall_time for point in points("trainer", UPDATES)]
+    idle = None
+    if done and exploring_from is not None and (run / gpu_samples.FILE_NAME).is_file():
+        used = [s.utilization for s in gpu_samples.read(run / gpu_samples.FILE_NAME)
+                if exploring_from <= s.at - zero <= done[-1][0]]
+        idle = sum(u == 0 for u in used) / len(used) if used else None
     return {"phases": phases, "first explore step": first_step,
             "episodes in the first minutes": sum(episodes for t, episodes in done if t <= first_minutes * 60),
-            "episodes per second": rate, "explore steps": len(done)}
+            "episodes per second": rate, "explore steps": len(done),
+            "updates per minute": (len(updates) - 1) / (updates[-1] - updates[0]) * 60 if len(updates) > 1 else None,
+            "GPU idle": idle}
+
+
+def optional(value: float | None, form: str) -> str:
+    return "-" if value is None else form.format(value)
 
 
 def report(out: Path, variants: list[str], group: int, first_minutes: float = FIRST_MINUTES) -> str:
@@ -132,9 +152,12 @@ def report(out: Path, variants: list[str], group: int, first_minutes: float = FI
               f"| episodes finished in the first {first_minutes:g} minutes | "
               + " | ".join(f"{results[v]['episodes in the first minutes']:.0f}" for v in variants) + " |",
               "| episodes per second while exploring | "
-              + " | ".join("-" if results[v]["episodes per second"] is None
-                           else f"{results[v]['episodes per second']:.1f}" for v in variants) + " |",
-              "| explore steps | " + " | ".join(str(results[v]["explore steps"]) for v in variants) + " |"]
+              + " | ".join(optional(results[v]["episodes per second"], "{:.1f}") for v in variants) + " |",
+              "| explore steps | " + " | ".join(str(results[v]["explore steps"]) for v in variants) + " |",
+              "| trainer updates per minute, first to last | "
+              + " | ".join(optional(results[v]["updates per minute"], "{:.1f}") for v in variants) + " |",
+              "| GPU samples at 0% while exploring | "
+              + " | ".join(optional(results[v]["GPU idle"], "{:.0%}") for v in variants) + " |"]
     text = "\n".join(lines) + "\n"
 
     # one bar per variant, a segment per phase from the previous phase's end to its own, a colour per phase

@@ -15,6 +15,18 @@ def job_dir(checkpoints: Path) -> Path | None:
     return found[0].parent if found else None
 
 
+def launch_config(run: Path) -> dict | None:
+    """The config a run was launched with: the launcher writes it beside the run's project folder
+    (`<checkpoints>/<project>-<name>.yaml`), and a kept run may carry its copy as `config.yaml` in its folder;
+    None where neither is there."""
+    from rftkit.overrides import load_yaml
+
+    for path in (run.parent.parent / f"{run.parent.name}-{run.name}.yaml", run / "config.yaml"):
+        if path.is_file():
+            return load_yaml(path)
+    return None
+
+
 def last_checkpoint(checkpoints: Path, adapter: bool = False) -> Path:
     """The HF weights (with `adapter`: the LoRA adapter) of the run's newest complete save
     (rftkit.checkpoints.missing_part): at or before the step latest_checkpointed_iteration.txt names, which

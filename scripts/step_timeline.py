@@ -31,8 +31,8 @@ from rftkit import gpu_samples
 from rftkit.cli import ArgumentParser, step_range
 from rftkit.files import atomic_paths, check_writable
 from rftkit.inputs import InputError, reports_input_errors
-from rftkit.overrides import load_yaml
 from rftkit.reports.tensorboard import read_points
+from runkit.runs import launch_config
 
 # (the trainer's scalar, the phase it times), in the order a step runs them
 TRAINER_PHASES = (("time/read_experience", "waiting for experiences"), ("time/train_step", "train step"),
@@ -102,14 +102,6 @@ def explorer_spans(explorer: dict, since: float, until: float) -> list[tuple[str
 def window_spans(trainer: dict, steps: list[int], waits: set[int]) -> list[tuple[str, float, float]]:
     """`trainer_spans` of each of `steps`, those in `waits` with their sync in the wait."""
     return [span for step in steps for span in trainer_spans(trainer, step, step in waits)]
-
-
-def group_size(run: Path) -> int | None:
-    """The launch's rollouts per task (`algorithm.repeat_times`), from its config where it was kept."""
-    for path in (run.parent.parent / f"{run.parent.name}-{run.name}.yaml", run / "config.yaml"):
-        if path.is_file():
-            return int(load_yaml(path)["algorithm"]["repeat_times"])
-    return None
 
 
 def going_at_once(explorer: dict, since: float, until: float, group: int) -> float | None:
@@ -261,8 +253,9 @@ def main(argv: list[str] | None = None) -> int:
     samples_file = args.run / gpu_samples.FILE_NAME
     samples = gpu_samples.read(samples_file) if samples_file.is_file() else []
     spans = window_spans(trainer, steps, waits)
-    text = f"# Step timeline: {args.run}\n\n" + table(per_step(explorer, trainer, spans, steps, samples,
-                                                                group_size(args.run)))
+    config = launch_config(args.run)
+    group = config["algorithm"]["repeat_times"] if config else None
+    text = f"# Step timeline: {args.run}\n\n" + table(per_step(explorer, trainer, spans, steps, samples, group))
     args.out.mkdir(parents=True, exist_ok=True)
     with atomic_paths(args.out / "timeline.png", args.out / "timeline.md") as (png, md):
         draw(explorer, spans, samples, f"{args.run.name}: trainer steps {steps[0]} to {steps[-1]}", png)

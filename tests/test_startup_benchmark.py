@@ -48,6 +48,23 @@ def test_the_report_reads_phases_first_minutes_and_rollout_speed(tmp_path):
     assert "| episodes finished in the first 3 minutes | 0 | 256 |" in shorter
 
 
+def test_updates_gpu_idle_and_a_variants_own_group_come_from_its_records(tmp_path):
+    phases = {"first weights sent to the engine": 100, "first explore step": 110}
+    recorded_variant(tmp_path, "maps16", phases, [(110, 16), (130, 16)])
+    run = tmp_path / "maps16" / "checkpoints" / "AgentScope-FrozenLake" / "frozenlake-grpo"
+    # the launcher's config beside the project folder: this variant played 8 rollouts a map, not the script's 16
+    run.parent.with_name("AgentScope-FrozenLake-frozenlake-grpo.yaml").write_text("algorithm:\n  repeat_times: 8\n")
+    write_scalars(run, "trainer", {bench.UPDATES: [(step, 2.0, LAUNCH + at) for step, at in
+                                                   ((1, 115), (2, 120), (3, 125), (4, 135))]})
+    # GPU samples (time, gpu, utilization, memory): before exploring, then four while exploring, one at 0%
+    (run / "gpu_samples.csv").write_text("".join(f"{LAUNCH + at},0,{used},1000\n" for at, used in
+                                                 ((50, 0), (105, 90), (115, 0), (120, 80), (130, 70))))
+    text = bench.report(tmp_path, ["maps16"], group=16)
+    assert "| episodes per second while exploring | 8.5 |" in text  # 2 steps x 16 maps x 8 rollouts over 30 s
+    assert "| trainer updates per minute, first to last | 9.0 |" in text  # 3 updates after the first in 20 s
+    assert "| GPU samples at 0% while exploring | 25% |" in text
+
+
 def test_a_variant_that_never_started_is_named(tmp_path):
     (tmp_path / "default").mkdir()
     with pytest.raises(SystemExit, match="default: no run below checkpoints"):
