@@ -23,7 +23,7 @@ from frozenlake.reference import WEAK
 from rftkit.cli import ArgumentParser, labelled_path
 from rftkit.files import atomic_paths, check_writable
 from rftkit.inputs import InputError, read_json, reports_input_errors
-from rftkit.reports.evaluation import sign_test
+from rftkit.reports.evaluation import episodes_file, sign_test
 
 
 ENDS = ("goal", "hole", "max_steps")  # frozenlake.workflow.end_reason's names, as the table's columns
@@ -31,7 +31,7 @@ ENDS = ("goal", "hole", "max_steps")  # frozenlake.workflow.end_reason's names, 
 
 def unseen(out: Path, train: Path | None) -> dict:
     """One run's figures on the maps whose layout its training split lacks."""
-    before, after = (read_json(out / part / "episodes.jsonl", lines=True) for part in ("before", "after"))
+    before, after = (read_json(episodes_file(out / part), lines=True) for part in ("before", "after"))
     seen = seen_maps(before, train)
     if seen is None:
         raise InputError(f"{out}/before: its episodes do not say which maps training had; give --train "

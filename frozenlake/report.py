@@ -16,8 +16,8 @@ from frozenlake.workflow import end_reason, run_frozen_lake
 from rftkit.files import atomic_paths
 from rftkit.inputs import read_json
 from rftkit.inputs.held_out import seen_in
-from rftkit.reports.evaluation import (SEEN, by_training, by_training_rows, rate, sign_test, task_by_task,
-                                      wilson_interval)
+from rftkit.reports.evaluation import (SEEN, by_training, by_training_rows, episodes_file, rate, sign_test,
+                                      task_by_task, wilson_interval)
 
 
 async def play(task, model):
@@ -177,7 +177,7 @@ def compare(before_dir: Path, after_dir: Path, out: Path, train: Path | None = N
     from rftkit.reports.plots import plt, save_png
 
     before, after = (read_json(d / "report.json") for d in (before_dir, after_dir))
-    episodes = [read_json(d / "episodes.jsonl", lines=True) for d in (before_dir, after_dir)]
+    episodes = [read_json(episodes_file(d), lines=True) for d in (before_dir, after_dir)]
     per_map = [goals(e) for e in episodes]
     better, worse, same = map_by_map(*per_map)
     p_value = sign_test(better, worse)

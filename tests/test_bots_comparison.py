@@ -12,6 +12,7 @@ import pytest
 
 from experiments.bots_comparison import report as bots_report
 from experiments.bots_comparison import runs as comparison
+from rftkit.inputs import read_json
 
 from conftest import REPO, config_only_model, write_checkpoint, write_scalars
 
@@ -402,6 +403,10 @@ def test_keep_slims_a_run_to_what_the_report_reads_and_the_report_stays_the_same
     assert (kept / "difficulty" / "checkpoints" / "P-N.yaml").read_text() == "algorithm:\n  repeat_times: 8\n"
     assert "response_text" not in (job / "buffer" / "experience_buffer.jsonl").read_text()
     assert (kept / "difficulty" / "train.log").read_text() == f"{cost}\n" * 2
+    episodes = kept / "difficulty" / "after"
+    assert not (episodes / "episodes.jsonl").exists()
+    assert read_json(episodes / "episodes.jsonl.gz", lines=True) == read_json(source / "difficulty" / "after" /
+                                                                              "episodes.jsonl", lines=True)
     with pytest.raises(SystemExit, match="exists; keep writes a new folder"):
         keep.main([str(source / "difficulty"), str(kept / "difficulty")])
     with pytest.raises(SystemExit, match="no checkpoints/<project>/<name>/log folder"):

@@ -76,6 +76,24 @@ def test_report_files_agree_with_the_episodes(frozenlake_data, tmp_path):
     assert "baselines" not in report and report["model_source"] == {"policy": "random"}
 
 
+def test_a_gzipped_kept_record_reads_as_the_plain_one_and_a_torn_one_is_named(frozenlake_data, tmp_path):
+    import gzip
+
+    from rftkit.inputs import read_json
+    from rftkit.reports.evaluation import episodes_file
+
+    _, episodes = run(tmp_path, "--task", "frozenlake", "--data", str(frozenlake_data), "--model", "random",
+                      "--limit", "5", "--seed", "1")
+    assert episodes_file(tmp_path) == tmp_path / "episodes.jsonl"  # evaluate.py's own output
+    packed = tmp_path / "episodes.jsonl.gz"
+    packed.write_bytes(gzip.compress((tmp_path / "episodes.jsonl").read_bytes()))
+    (tmp_path / "episodes.jsonl").unlink()
+    assert episodes_file(tmp_path) == packed and read_json(packed, lines=True) == episodes
+    packed.write_bytes(packed.read_bytes()[:40])  # cut short, as a kill or a partial copy leaves it
+    with pytest.raises(InputError, match="episodes.jsonl.gz: cannot read it as text"):
+        read_json(packed, lines=True)
+
+
 def test_test_maps_with_training_layouts_are_warned_of_and_reported_apart(frozenlake_data, tmp_path, capsys):
     """An evaluation split that holds training maps (here: 5 training rows with new ids) gets one warning line,
     and the report gives success on the unseen and the seen maps apart, each beside a random walk's rate."""

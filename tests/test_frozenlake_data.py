@@ -13,6 +13,8 @@ from frozenlake.data import write_dataset
 from frozenlake.maps import generate_map, shortest_path
 
 from conftest import REPO
+from rftkit.inputs import read_json
+from rftkit.reports.evaluation import episodes_file
 
 
 def gym_shortest_length(desc):
@@ -91,13 +93,11 @@ def test_the_old_split_is_reproduced_and_30_of_its_test_maps_were_training_layou
     """The learning page's maps (`--seed 20261202`, drawn before test layouts were reserved): the training stream
     gives its 10,000 training maps and then its 100 test maps, the ones in the kept episodes; 30 of those have a
     training map's layout (24 of side 2, 6 of side 3), the figure the results pages split by."""
-    import json
-
     import numpy as np
 
     rows_, layouts = frozenlake.data.draw_tasks(10100, 6, 8, np.random.default_rng(20261202), progress=False)
-    kept = REPO / "docs" / "learning" / "run5" / "before" / "episodes.jsonl"
-    test_uids = list(dict.fromkeys(json.loads(line)["task"]["uid"] for line in kept.open()))
+    kept = read_json(episodes_file(REPO / "docs" / "learning" / "run5" / "before"), lines=True)
+    test_uids = list(dict.fromkeys(episode["task"]["uid"] for episode in kept))
     assert [r["uid"] for r in rows_[10000:]] == test_uids
     train = set(layouts[:10000])
     seen = [r["size"] for r, grid in zip(rows_[10000:], layouts[10000:]) if grid in train]

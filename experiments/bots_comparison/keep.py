@@ -3,12 +3,13 @@ SRC DEST` copies <SRC>/<selector>/ (one run folder, as `runs.py` wrote it on the
 
 A run folder holds about 80 MB besides its weights: the experience queue with every reply, Trinity's SQLite copy
 of it, and a launch log that is mostly HTTP access lines. `--report-only` on DEST's parent gives the same figures
-as on SRC's; the replies of the held-out evaluation (after/episodes.jsonl) and the launch's config (beside the
-project folder) are kept whole.
+as on SRC's; the replies of the held-out evaluation (after/episodes.jsonl, gzipped) and the launch's config
+(beside the project folder) are kept whole.
 """
 
 from __future__ import annotations
 
+import gzip
 import json
 import shutil
 import sys
@@ -41,6 +42,11 @@ def keep(source: Path, dest: Path) -> None:
     partial = dest.with_name(dest.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     shutil.copytree(source / "after", partial / "after")
+    episodes = partial / "after" / "episodes.jsonl"
+    if episodes.is_file():  # gzip: a tenth of the size, and the kept records travel with every GPU call
+        with open(episodes, "rb") as plain, gzip.GzipFile(episodes.with_suffix(".jsonl.gz"), "wb", mtime=0) as packed:
+            shutil.copyfileobj(plain, packed)
+        episodes.unlink()
     job_copy = partial / job.relative_to(source)
     shutil.copytree(job, job_copy, ignore=shutil.ignore_patterns(*LEFT_OUT))
     launch_config = job.parent.parent / f"{job.parent.name}-{job.name}.yaml"  # the launcher writes it there

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from math_bots.example import MATH
 from rftkit.inputs import read_json
+from rftkit.reports.evaluation import episodes_file
 from runkit.runs import job_dir
 
 CONFIGS = MATH.configs  # task selector -> config file: the runs' folders under <out>
@@ -174,7 +175,7 @@ def held_out(folder: Path) -> dict | None:
         return None
     report = read_json(folder / "report.json")
     rewards: dict[int, list[float]] = {}
-    for episode in read_json(folder / "episodes.jsonl", lines=True):
+    for episode in read_json(episodes_file(folder), lines=True):
         rewards.setdefault(episode["task_number"], []).append(episode["reward"])
     return {"accuracy": report["accuracy"], "ci95": report["accuracy_ci95"], "episodes": report["episodes"],
             "format rate": report["format_rate"],

@@ -90,13 +90,15 @@ def ctrl_c_kept():
 
 def read_json(path: Path, lines: bool = False, flag: str | None = None) -> Any:
     """The JSON value in the file at `path` (given by `flag`, if any), or with `lines` the value on each of its
-    non-blank lines; an InputError naming the file, and the line, where it cannot be read as such."""
+    non-blank lines; an InputError naming the file, and the line, where it cannot be read as such. A name ending
+    in .gz is read through gzip."""
+    import gzip
     import json
 
     where = label(path, flag)
     try:
-        text = Path(path).read_text()
-    except (OSError, UnicodeDecodeError) as exc:
+        text = gzip.open(path, "rt").read() if str(path).endswith(".gz") else Path(path).read_text()
+    except (OSError, UnicodeDecodeError, EOFError) as exc:
         raise InputError(f"{where}: cannot read it as text ({exc})") from None
     values = []
     for number, chunk in enumerate(text.splitlines() if lines else [text], 1):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import AsyncGenerator
+from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 from agentscope.model import ChatModelBase, ChatResponse, OpenAIChatModel
@@ -71,6 +72,13 @@ def rate(successes: float, trials: int) -> dict:
     """A success rate with its 95% Wilson interval and its number of trials."""
     low, high = wilson_interval(successes, trials)
     return {"rate": successes / trials if trials else 0.0, "ci95": [low, high], "n": trials}
+
+
+def episodes_file(folder: Path) -> Path:
+    """An evaluation folder's episodes: `episodes.jsonl` as scripts/evaluate.py writes it, or `episodes.jsonl.gz`
+    where a kept record was compressed (a tenth of the size: the records under docs/ travel with every GPU call)."""
+    plain = folder / "episodes.jsonl"
+    return plain if plain.is_file() or not plain.with_suffix(".jsonl.gz").is_file() else plain.with_suffix(".jsonl.gz")
 
 
 SEEN = "seen_in_training"  # an episode's flag, where evaluate.py compared its task with the training split
