@@ -53,3 +53,18 @@ def check_writable(folder: str | os.PathLike, flag: str) -> None:
             from None
     os.close(fd)
     os.unlink(probe)
+
+
+def gzip_in_place(path: str | os.PathLike) -> Path:
+    """`path` replaced by `path`.gz, with no time stamp inside (the same content packs to the same bytes): how the
+    records kept under docs/ hold long files, since they travel with every GPU call."""
+    import gzip
+    import shutil
+
+    path = Path(path)
+    packed = path.with_name(path.name + ".gz")
+    with open(path, "rb") as plain, gzip.GzipFile(packed, "wb", mtime=0) as out:
+        shutil.copyfileobj(plain, out)
+    path.unlink()
+    return packed
+

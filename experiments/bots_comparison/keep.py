@@ -9,12 +9,12 @@ as on SRC's; the replies of the held-out evaluation (after/episodes.jsonl, gzipp
 
 from __future__ import annotations
 
-import gzip
 import json
 import shutil
 import sys
 from pathlib import Path
 
+from rftkit.files import gzip_in_place
 from runkit.runs import job_dir
 
 QUEUE = Path("buffer") / "experience_buffer.jsonl"
@@ -42,11 +42,8 @@ def keep(source: Path, dest: Path) -> None:
     partial = dest.with_name(dest.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     shutil.copytree(source / "after", partial / "after")
-    episodes = partial / "after" / "episodes.jsonl"
-    if episodes.is_file():  # gzip: a tenth of the size, and the kept records travel with every GPU call
-        with open(episodes, "rb") as plain, gzip.GzipFile(episodes.with_suffix(".jsonl.gz"), "wb", mtime=0) as packed:
-            shutil.copyfileobj(plain, packed)
-        episodes.unlink()
+    if (partial / "after" / "episodes.jsonl").is_file():
+        gzip_in_place(partial / "after" / "episodes.jsonl")
     job_copy = partial / job.relative_to(source)
     shutil.copytree(job, job_copy, ignore=shutil.ignore_patterns(*LEFT_OUT))
     launch_config = job.parent.parent / f"{job.parent.name}-{job.name}.yaml"  # the launcher writes it there

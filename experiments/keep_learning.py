@@ -1,0 +1,67 @@
+"""What the FrozenLake reports read from a learning run, small enough to commit:
+
+    python -m experiments.keep_learning SRC DEST
+
+SRC is an `experiments.frozenlake_learning` output folder as a GPU hold brought it back. DEST gets its
+evaluations (before/ and after/, each episodes.jsonl gzipped), its comparison and curves (before_after.*,
+curves.*), and in DEST/run the run's own records: the tensorboard files, the GPU samples, the trainer's log,
+the start-up timeline and the launch's config (as config.yaml). Left out: checkpoints, the experience buffer
+and the other logs. `experiments.frozenlake_runs`, `frozenlake_learning --report-only` and
+`scripts/step_timeline.py DEST/run` read what is kept.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+from rftkit.files import gzip_in_place
+from runkit.runs import job_dir
+
+REPORTS = ("before_after.md", "before_after.png", "curves.md", "curves.png")
+RECORDS = ("monitor", "gpu_samples.csv", "startup.jsonl", "log/trainer.log")
+
+
+def keep(source: Path, dest: Path) -> None:
+    run = job_dir(source / "checkpoints")
+    if run is None or not (source / "after" / "report.json").is_file():
+        raise SystemExit(f"error: {source}: expected an experiments.frozenlake_learning output folder, with "
+                         f"after/report.json and checkpoints/<project>/<name>/log")
+    if dest.exists():
+        raise SystemExit(f"error: {dest}: exists; keep writes a new folder")
+    partial = dest.with_name(dest.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    for part in ("before", "after"):
+        if (source / part).is_dir():
+            shutil.copytree(source / part, partial / part)
+            if (partial / part / "episodes.jsonl").is_file():
+                gzip_in_place(partial / part / "episodes.jsonl")
+    for name in REPORTS:
+        if (source / name).is_file():
+            shutil.copy(source / name, partial / name)
+    for name in RECORDS:
+        found = run / name
+        if found.is_dir():
+            shutil.copytree(found, partial / "run" / name)
+        elif found.is_file():
+            (partial / "run" / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(found, partial / "run" / name)
+    launch_config = run.parent.parent / f"{run.parent.name}-{run.name}.yaml"
+    if launch_config.is_file():
+        shutil.copy(launch_config, partial / "run" / "config.yaml")
+    partial.rename(dest)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 2:
+        print(__doc__.split("\n\n")[0] + "\n\n" + __doc__.split("\n\n")[1], file=sys.stderr)
+        return 2
+    keep(Path(args[0]), Path(args[1]))
+    print(f"kept {args[0]} in {args[1]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

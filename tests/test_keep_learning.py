@@ -1,0 +1,57 @@
+"""experiments/keep_learning.py: a FrozenLake learning run slimmed to what its reports read."""
+
+import json
+
+import pytest
+
+from conftest import write_scalars
+from experiments import keep_learning
+from rftkit.inputs import read_json
+from runkit.runs import launch_config
+
+
+def learning_output(folder):
+    """An experiments.frozenlake_learning output folder as a hold brings it back, with the parts keep leaves out."""
+    for part in ("before", "after"):
+        (folder / part).mkdir(parents=True)
+        (folder / part / "report.json").write_text(json.dumps({"success_rate": 0.25}))
+        (folder / part / "episodes.jsonl").write_text("".join(json.dumps({"task_number": i, "reward": 1.0}) + "\n"
+                                                              for i in range(3)))
+    (folder / "before_after.md").write_text("| model |\n")
+    run = folder / "checkpoints" / "P" / "N"
+    for sub in ("log", "buffer", "global_step_10/actor"):
+        (run / sub).mkdir(parents=True)
+    (run / "log" / "trainer.log").write_text("trainer\n")
+    (run / "log" / "explorer.log").write_text("explorer\n")
+    (run / "buffer" / "experience_buffer.jsonl").write_text("{}\n")
+    (run / "global_step_10" / "actor" / "model.safetensors").write_text("weights")
+    (run / "gpu_samples.csv").write_text("1.0,0,50,1000\n")
+    write_scalars(run, "explorer", {"rollout/success/mean": [(1, 0.2, 100.0)]})
+    (folder / "checkpoints" / "P-N.yaml").write_text("algorithm:\n  repeat_times: 16\n")
+    return folder
+
+
+def test_keep_takes_the_evaluations_gzipped_the_reports_and_the_runs_records(tmp_path):
+    source = learning_output(tmp_path / "hold")
+    assert keep_learning.main([str(source), str(tmp_path / "kept")]) == 0
+    kept = tmp_path / "kept"
+    for part in ("before", "after"):
+        assert not (kept / part / "episodes.jsonl").exists()
+        assert read_json(kept / part / "episodes.jsonl.gz", lines=True) == read_json(
+            source / part / "episodes.jsonl", lines=True)
+    assert (kept / "before_after.md").read_text() == "| model |\n"
+    assert (kept / "run" / "log" / "trainer.log").is_file() and (kept / "run" / "gpu_samples.csv").is_file()
+    assert any((kept / "run" / "monitor" / "tensorboard" / "explorer").iterdir())
+    assert launch_config(kept / "run")["algorithm"]["repeat_times"] == 16  # where the reports look for it
+    assert not (kept / "run" / "buffer").exists() and not (kept / "run" / "log" / "explorer.log").exists()
+    assert not list(kept.rglob("global_step_*")) and not list(kept.rglob("*.safetensors"))
+
+
+def test_keep_refuses_what_is_not_a_learning_output_and_an_existing_folder(tmp_path):
+    source = learning_output(tmp_path / "hold")
+    (tmp_path / "taken").mkdir()
+    with pytest.raises(SystemExit, match="taken: exists; keep writes a new folder"):
+        keep_learning.keep(source, tmp_path / "taken")
+    with pytest.raises(SystemExit, match="expected an experiments.frozenlake_learning output folder"):
+        keep_learning.keep(source / "after", tmp_path / "other")
+    assert not (tmp_path / "other").exists() and not (tmp_path / "other.partial").exists()
