@@ -16,6 +16,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from rftkit.cli import ArgumentParser
 from rftkit.files import gzip_in_place
 from runkit.runs import job_dir
 
@@ -54,12 +55,12 @@ def keep(source: Path, dest: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 2:
-        print(__doc__.split("\n\n")[0] + "\n\n" + __doc__.split("\n\n")[1], file=sys.stderr)
-        return 2
-    keep(Path(args[0]), Path(args[1]))
-    print(f"kept {args[0]} in {args[1]}")
+    parser = ArgumentParser(prog="python -m experiments.keep_learning", description=__doc__)
+    parser.add_argument("source", metavar="SRC", type=Path, help="an experiments.frozenlake_learning output folder")
+    parser.add_argument("dest", metavar="DEST", type=Path, help="a new folder for what is kept")
+    args = parser.parse_args(argv)
+    keep(args.source, args.dest)
+    print(f"kept {args.source} in {args.dest}")
     return 0
 
 
