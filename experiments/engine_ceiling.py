@@ -7,28 +7,25 @@ straight to vLLM at once, beside the rate the run's explorer made them at.
 RUN is a run's folder (`<checkpoint dir>/<project>/<name>`): its experiences, one per model call with the call's
 prompt and reply lengths in tokens (`buffer/explorer_output.db`, the experience pipeline's input, which Trinity
 keeps; else `buffer/experience_buffer.jsonl`, the trainer's queue, which lacks the groups the pipeline's operators
-dropped, so the explorer's share comes out low), and its explorer's tensorboard
-scalars (when each explore step's rollouts were collected, its sync groups and evaluations). The explorer's
-rate is the replies' tokens over the wall time from the end of step A-1, which must end a sync group, to the
-end of step B, with no evaluation in between (its requests would share the engine unrecorded); and over the
-time its steps spent on their rollouts alone, which leaves out what a colocated explorer waits for between
-steps (train steps, weight syncs). The ceiling
-is vLLM's offline engine given every request at once, random prompt tokens of each request's length and
-exactly its reply length (`ignore_eos`), at the run's temperature, on MODEL with `--memory` of the GPU (a
-colocated engine's quarter by default). Random prompts share no prefix, where a multi-turn episode's turns
-do: with prefix caching the engine could do better still, so the ratio is an upper bound on how close the
-explorer is.
+dropped, so the explorer's share comes out low), and its explorer's tensorboard scalars (when each explore step's
+rollouts were collected, its sync groups and evaluations). The explorer's rate is the replies' tokens over the
+wall time from the end of step A-1, which must end a sync group, to the end of step B, with no evaluation in
+between (its requests would share the engine unrecorded); and over the time its steps spent on their rollouts
+alone, which leaves out what a colocated explorer waits for between steps (train steps, weight syncs). The ceiling
+is vLLM's offline engine given every request at once, random prompt tokens of each request's length and exactly
+its reply length (`ignore_eos`), at the run's temperature, on MODEL with `--memory` of the GPU (a colocated
+engine's quarter by default). Random prompts share no prefix, where a multi-turn episode's turns do: with prefix
+caching the engine could do better still, so the ratio is an upper bound on how close the explorer is.
 
-All at once is more than any explorer can ask of the engine: an episode's next call waits for its last reply,
-and an explore step for the one before. So the engine is also timed turn by turn: for each explore step in
-turn, the first call of each of its episodes at once, then the second call of each episode that made one, and
-so on; each call's prompt is the episode's previous prompt, its reply as the engine made it, and random tokens
-up to the call's recorded length (the history a multi-turn episode sends again, which prefix caching can
-reuse; random tokens alone where the recorded prompt is shorter). The explorer's rate as a share of this one is
-what it could still gain by keeping the engine busy. Writes engine_ceiling.json and engine_ceiling.md to
---out, and prints the table. The engine
-needs a CUDA GPU; everything else runs anywhere. A run that evaluates as it trains needs a window between
-its evaluations: set explorer.eval_interval above the steps the window needs.
+All at once is more than any explorer can ask of the engine: an episode's next call waits for its last reply, and
+an explore step for the one before. So the engine is also timed turn by turn: for each explore step in turn, the
+first call of each of its episodes at once, then the second call of each episode that made one, and so on; each
+call's prompt is the episode's previous prompt, its reply as the engine made it, and random tokens up to the
+call's recorded length (the history a multi-turn episode sends again, which prefix caching can reuse; random
+tokens alone where the recorded prompt is shorter). The explorer's rate as a share of this one is what it could
+still gain by keeping the engine busy. Writes engine_ceiling.json and engine_ceiling.md to --out, and prints the
+table. The engine needs a CUDA GPU; everything else runs anywhere. A run that evaluates as it trains needs a
+window between its evaluations: set explorer.eval_interval above the steps the window needs.
 """
 
 from __future__ import annotations
@@ -109,11 +106,6 @@ def episodes(run: Path, first: int, last: int) -> dict[int, list[list[tuple[int,
 def calls(steps: dict[int, list[list[tuple[int, int]]]]) -> list[tuple[int, int]]:
     """`episodes`' calls in one list, step by step and episode by episode."""
     return [call for step in steps.values() for episode in step for call in episode]
-
-
-def requests(run: Path, first: int, last: int) -> list[tuple[int, int]]:
-    """(prompt tokens, reply tokens) of each model call the explorer made in explore steps first..last."""
-    return calls(episodes(run, first, last))
 
 
 def next_prompt(previous: list[int], reply: list[int], length: int, rng: random.Random, vocabulary: int) -> list[int]:
@@ -284,11 +276,12 @@ def main(argv: list[str] | None = None) -> int:
 
 def write(out: Path, result: dict) -> None:
     """engine_ceiling.json and engine_ceiling.md in `out`, both or neither, and the table printed."""
+    text = table(result)
     out.mkdir(parents=True, exist_ok=True)
     with atomic_paths(out / "engine_ceiling.json", out / "engine_ceiling.md") as (js, md):
         js.write_text(json.dumps(result, indent=1), encoding="utf-8")
-        md.write_text(table(result), encoding="utf-8")
-    print(table(result))
+        md.write_text(text, encoding="utf-8")
+    print(text)
 
 
 if __name__ == "__main__":

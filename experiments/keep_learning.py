@@ -18,7 +18,7 @@ from pathlib import Path
 
 from rftkit.cli import ArgumentParser
 from rftkit.files import gzip_in_place
-from runkit.runs import job_dir
+from runkit.runs import job_dir, launch_config_path
 
 REPORTS = ("before_after.md", "before_after.png", "curves.md", "curves.png")
 RECORDS = ("monitor", "gpu_samples.csv", "startup.jsonl", "log/trainer.log")
@@ -48,7 +48,7 @@ def keep(source: Path, dest: Path) -> None:
         elif found.is_file():
             (partial / "run" / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(found, partial / "run" / name)
-    launch_config = run.parent.parent / f"{run.parent.name}-{run.name}.yaml"
+    launch_config = launch_config_path(run)
     if launch_config.is_file():
         shutil.copy(launch_config, partial / "run" / "config.yaml")
     partial.rename(dest)

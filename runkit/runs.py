@@ -15,13 +15,18 @@ def job_dir(checkpoints: Path) -> Path | None:
     return found[0].parent if found else None
 
 
+def launch_config_path(run: Path) -> Path:
+    """Where the launcher (rftkit.launch) writes the config of the run <checkpoints>/<project>/<name>: beside its
+    project folder, as <checkpoints>/<project>-<name>.yaml."""
+    return run.parent.parent / f"{run.parent.name}-{run.name}.yaml"
+
+
 def launch_config(run: Path) -> dict | None:
-    """The config a run was launched with: the launcher writes it beside the run's project folder
-    (`<checkpoints>/<project>-<name>.yaml`), and a kept run may carry its copy as `config.yaml` in its folder;
-    None where neither is there."""
+    """The config a run was launched with (`launch_config_path`), or a kept run's copy, `config.yaml` in its
+    folder; None where neither is there."""
     from rftkit.overrides import load_yaml
 
-    for path in (run.parent.parent / f"{run.parent.name}-{run.name}.yaml", run / "config.yaml"):
+    for path in (launch_config_path(run), run / "config.yaml"):
         if path.is_file():
             return load_yaml(path)
     return None

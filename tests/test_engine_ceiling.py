@@ -20,7 +20,7 @@ RUN = REPO / "docs/bots/pair2/random/checkpoints/AgentScope-MathBOTS/math-random
 
 
 def test_the_requests_of_a_window_are_the_experiences_the_pipeline_counted():
-    shapes = engine_ceiling.requests(RUN, 40, 47)
+    shapes = engine_ceiling.calls(engine_ceiling.episodes(RUN, 40, 47))
     explorer = read_points(RUN / "monitor" / "tensorboard" / "explorer")
     counted = sum(p.value for p in explorer["experience_pipeline/experience_count"] if 40 <= p.step <= 47)
     assert len(shapes) == counted > 0
@@ -104,7 +104,8 @@ def test_a_steps_episodes_are_its_calls_grouped_by_task_and_run_in_call_order(tm
     write_experiences(tmp_path, [(2, 0, 0, 10, 3), (2, 0, 1, 10, 2), (2, 0, 0, 20, 4), (3, 1, 0, 7, 1),
                                  (2, 0, 1, 18, 5), (4, 0, 0, 9, 9)])
     assert engine_ceiling.episodes(tmp_path, 2, 3) == {2: [[(10, 3), (20, 4)], [(10, 2), (18, 5)]], 3: [[(7, 1)]]}
-    assert sorted(engine_ceiling.requests(tmp_path, 2, 3)) == [(7, 1), (10, 2), (10, 3), (18, 5), (20, 4)]
+    calls = engine_ceiling.calls(engine_ceiling.episodes(tmp_path, 2, 3))
+    assert sorted(calls) == [(7, 1), (10, 2), (10, 3), (18, 5), (20, 4)]
 
 
 def write_pipeline_input(run, rows):
@@ -181,7 +182,7 @@ def test_a_torn_experience_line_is_named(tmp_path):
     (tmp_path / "buffer" / "experience_buffer.jsonl").write_text(
         json.dumps({"eid": {"batch": 2}, "prompt_length": 5, "response_length": 3}) + "\n{\"eid\": {\"bat\n")
     with pytest.raises(engine_ceiling.InputError, match="experience_buffer.jsonl, line 2: expected an experience"):
-        engine_ceiling.requests(tmp_path, 2, 3)
+        engine_ceiling.calls(engine_ceiling.episodes(tmp_path, 2, 3))
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")

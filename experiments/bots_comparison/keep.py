@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from rftkit.files import gzip_in_place
-from runkit.runs import job_dir
+from runkit.runs import job_dir, launch_config_path
 
 QUEUE = Path("buffer") / "experience_buffer.jsonl"
 # The experience fields that report.groups and the page's reply-length figures read.
@@ -46,7 +46,7 @@ def keep(source: Path, dest: Path) -> None:
         gzip_in_place(partial / "after" / "episodes.jsonl")
     job_copy = partial / job.relative_to(source)
     shutil.copytree(job, job_copy, ignore=shutil.ignore_patterns(*LEFT_OUT))
-    launch_config = job.parent.parent / f"{job.parent.name}-{job.name}.yaml"  # the launcher writes it there
+    launch_config = launch_config_path(job)
     if launch_config.is_file():  # what the run was launched with, for reports that read its settings
         shutil.copy(launch_config, job_copy.parent.parent / launch_config.name)
     (job_copy / QUEUE).parent.mkdir()

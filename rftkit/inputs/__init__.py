@@ -97,7 +97,11 @@ def read_json(path: Path, lines: bool = False, flag: str | None = None) -> Any:
 
     where = label(path, flag)
     try:
-        text = gzip.open(path, "rt").read() if str(path).endswith(".gz") else Path(path).read_text()
+        if str(path).endswith(".gz"):
+            with gzip.open(path, "rt") as packed:
+                text = packed.read()
+        else:
+            text = Path(path).read_text()
     except (OSError, UnicodeDecodeError, EOFError) as exc:
         raise InputError(f"{where}: cannot read it as text ({exc})") from None
     values = []

@@ -77,8 +77,8 @@ def rate(successes: float, trials: int) -> dict:
 def episodes_file(folder: Path) -> Path:
     """An evaluation folder's episodes: `episodes.jsonl` as scripts/evaluate.py writes it, or `episodes.jsonl.gz`
     where a kept record was compressed (a tenth of the size: the records under docs/ travel with every GPU call)."""
-    plain = folder / "episodes.jsonl"
-    return plain if plain.is_file() or not plain.with_suffix(".jsonl.gz").is_file() else plain.with_suffix(".jsonl.gz")
+    plain, packed = folder / "episodes.jsonl", folder / "episodes.jsonl.gz"
+    return packed if packed.is_file() and not plain.is_file() else plain
 
 
 SEEN = "seen_in_training"  # an episode's flag, where evaluate.py compared its task with the training split
