@@ -31,6 +31,7 @@ window between its evaluations: set explorer.eval_interval above the steps the w
 from __future__ import annotations
 
 import contextlib
+import gzip
 import json
 import random
 import sys
@@ -39,7 +40,7 @@ from pathlib import Path
 from typing import Callable
 
 from rftkit.cli import ArgumentParser, above, step_range
-from rftkit.files import atomic_paths, check_writable
+from rftkit.files import atomic_paths, check_writable, packed_or_plain
 from rftkit.inputs import InputError, reports_input_errors
 from rftkit.reports.tensorboard import read_points
 
@@ -50,8 +51,10 @@ SYNC_GROUP = "explore/time/sync_interval"  # logged at the last step of each syn
 
 
 def _queued(run: Path):
-    """(step, task, run id, prompt tokens, reply tokens) of each experience in the trainer's queue, in file order."""
-    with open(run / EXPERIENCES, encoding="utf-8") as lines:
+    """(step, task, run id, prompt tokens, reply tokens) of each experience in the trainer's queue, in file order
+    (gzipped where the run was kept under docs/)."""
+    queue = packed_or_plain(run / EXPERIENCES)
+    with (gzip.open if queue.suffix == ".gz" else open)(queue, "rt", encoding="utf-8") as lines:
         for number, line in enumerate(lines, 1):
             try:
                 experience = json.loads(line)
@@ -59,7 +62,7 @@ def _queued(run: Path):
                 call = (eid["batch"], eid.get("task"), eid.get("run"), int(experience["prompt_length"]),
                         int(experience["response_length"]))
             except (ValueError, KeyError, TypeError) as error:
-                raise InputError(f"{run / EXPERIENCES}, line {number}: expected an experience with eid.batch, "
+                raise InputError(f"{queue}, line {number}: expected an experience with eid.batch, "
                                  f"prompt_length and response_length ({type(error).__name__}: {error})") from None
             yield call
 
@@ -256,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
         result.update(explorer_seconds(args.run, first, last))
         write(args.out, result)
         return 0
-    if not any((args.run / found).is_file() for found in (PIPELINE_INPUT, EXPERIENCES)):
+    if not any((args.run / found).is_file() for found in (PIPELINE_INPUT, EXPERIENCES, f"{EXPERIENCES}.gz")):
         raise InputError(f"RUN {args.run}: no {PIPELINE_INPUT} or {EXPERIENCES}; expected a run's folder, "
                          f"<checkpoint dir>/<project>/<name>")
     if args.model is None or not (args.model / "config.json").is_file():

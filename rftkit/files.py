@@ -55,6 +55,13 @@ def check_writable(folder: str | os.PathLike, flag: str) -> None:
     os.unlink(probe)
 
 
+def packed_or_plain(path: str | os.PathLike) -> Path:
+    """`path`, or `path`.gz where only the compressed copy exists (as gzip_in_place leaves a kept record)."""
+    path = Path(path)
+    packed = path.with_name(path.name + ".gz")
+    return packed if packed.is_file() and not path.is_file() else path
+
+
 def gzip_in_place(path: str | os.PathLike) -> Path:
     """`path` replaced by `path`.gz, with no time stamp inside (the same content packs to the same bytes): how the
     records kept under docs/ hold long files, since they travel with every GPU call."""

@@ -401,7 +401,10 @@ def test_keep_slims_a_run_to_what_the_report_reads_and_the_report_stays_the_same
     assert not (job / "global_step_5").exists() and not (job / "log" / "explorer_runner_0.log").exists()
     assert (job / "log" / "trainer.log").is_file()
     assert (kept / "difficulty" / "checkpoints" / "P-N.yaml").read_text() == "algorithm:\n  repeat_times: 8\n"
-    assert "response_text" not in (job / "buffer" / "experience_buffer.jsonl").read_text()
+    queue = job / "buffer" / "experience_buffer.jsonl"
+    assert not queue.exists()
+    slimmed = read_json(queue.with_name(queue.name + ".gz"), lines=True)
+    assert len(slimmed) == 6 and all("response_text" not in experience for experience in slimmed)
     assert (kept / "difficulty" / "train.log").read_text() == f"{cost}\n" * 2
     episodes = kept / "difficulty" / "after"
     assert not (episodes / "episodes.jsonl").exists()

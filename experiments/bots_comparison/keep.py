@@ -3,8 +3,8 @@ SRC DEST` copies <SRC>/<selector>/ (one run folder, as `runs.py` wrote it on the
 
 A run folder holds about 80 MB besides its weights: the experience queue with every reply, Trinity's SQLite copy
 of it, and a launch log that is mostly HTTP access lines. `--report-only` on DEST's parent gives the same figures
-as on SRC's; the replies of the held-out evaluation (after/episodes.jsonl, gzipped) and the launch's config
-(beside the project folder) are kept whole.
+as on SRC's; the replies of the held-out evaluation (after/episodes.jsonl) and the launch's config (beside the
+project folder) are kept whole. The evaluation's replies and the slimmed queue are gzipped.
 """
 
 from __future__ import annotations
@@ -52,6 +52,7 @@ def keep(source: Path, dest: Path) -> None:
     (job_copy / QUEUE).parent.mkdir()
     with open(job / QUEUE) as lines, open(job_copy / QUEUE, "w") as out:
         out.writelines(slim_experience(line) + "\n" for line in lines if line.strip())
+    gzip_in_place(job_copy / QUEUE)
     for log in ("train.log", "eval_after.log"):
         if (source / log).is_file():
             text = (source / log).read_text(errors="replace").splitlines(keepends=True)

@@ -19,6 +19,7 @@ from collections import Counter
 from pathlib import Path
 
 from math_bots.example import MATH
+from rftkit.files import packed_or_plain
 from rftkit.inputs import read_json
 from rftkit.reports.evaluation import episodes_file
 from runkit.runs import job_dir
@@ -101,9 +102,10 @@ def groups(folder: Path | None) -> dict[tuple[int, int], list[float]] | None:
     """Every task the selector picked, (explore step, train-split row), with its rollouts' rewards.
 
     Read from the trainer's experience queue, which Trinity also writes to
-    buffer/experience_buffer.jsonl: each experience names its explore step (`eid.batch`), its
-    rollout (`eid.run`) and its task's row (`info.task_index.index`). None if there is no such file."""
-    queue = folder / "buffer" / "experience_buffer.jsonl" if folder else None
+    buffer/experience_buffer.jsonl (gzipped where the run was kept): each experience names its explore step
+    (`eid.batch`), its rollout (`eid.run`) and its task's row (`info.task_index.index`). None if there is no such
+    file."""
+    queue = packed_or_plain(folder / "buffer" / "experience_buffer.jsonl") if folder else None
     if queue is None or not queue.is_file():
         return None
     rewards: dict[tuple[int, int], dict[int, float]] = {}

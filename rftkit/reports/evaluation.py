@@ -16,6 +16,8 @@ from typing import Any, Awaitable, Callable
 from agentscope.model import ChatModelBase, ChatResponse, OpenAIChatModel
 from tqdm import tqdm
 
+from rftkit.files import packed_or_plain
+
 
 def response_text(response: ChatResponse) -> str:
     return "".join(block.get("text", "") for block in response.content if block.get("type") == "text")
@@ -77,8 +79,7 @@ def rate(successes: float, trials: int) -> dict:
 def episodes_file(folder: Path) -> Path:
     """An evaluation folder's episodes: `episodes.jsonl` as scripts/evaluate.py writes it, or `episodes.jsonl.gz`
     where a kept record was compressed (a tenth of the size: the records under docs/ travel with every GPU call)."""
-    plain, packed = folder / "episodes.jsonl", folder / "episodes.jsonl.gz"
-    return packed if packed.is_file() and not plain.is_file() else plain
+    return packed_or_plain(folder / "episodes.jsonl")
 
 
 SEEN = "seen_in_training"  # an episode's flag, where evaluate.py compared its task with the training split
