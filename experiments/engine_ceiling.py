@@ -1,21 +1,22 @@
 """The engine's ceiling for a run's own rollouts: the same requests, by their prompt and reply lengths, sent
 straight to vLLM at once, beside the rate the run's explorer made them at.
 
-    python -m experiments.engine_ceiling RUN MODEL --out OUT --steps A:B [--memory 0.25]
+    python -m experiments.engine_ceiling RUN MODEL --out OUT --steps A:B [--memory 0.25] [--served]
     python -m experiments.engine_ceiling RUN --out OUT --steps A:B --report-only   (the table again, no GPU)
 
 RUN is a run's folder (`<checkpoint dir>/<project>/<name>`): its experiences, one per model call with the call's
 prompt and reply lengths in tokens (`buffer/explorer_output.db`, the experience pipeline's input, which Trinity
 keeps; else `buffer/experience_buffer.jsonl`, the trainer's queue, which lacks the groups the pipeline's operators
 dropped, so the explorer's share comes out low), and its explorer's tensorboard scalars (when each explore step's
-rollouts were collected, its sync groups and evaluations). The explorer's rate is the replies' tokens over the
-wall time from the end of step A-1, which must end a sync group, to the end of step B, with no evaluation in
-between (its requests would share the engine unrecorded); and over the time its steps spent on their rollouts
-alone, which leaves out what a colocated explorer waits for between steps (train steps, weight syncs). The ceiling
-is vLLM's offline engine given every request at once, random prompt tokens of each request's length and exactly
-its reply length (`ignore_eos`), at the run's temperature, on MODEL with `--memory` of the GPU (a colocated
-engine's quarter by default). Random prompts share no prefix, where a multi-turn episode's turns do: with prefix
-caching the engine could do better still, so the ratio is an upper bound on how close the explorer is.
+rollouts were collected, its sync groups and evaluations). The explorer's rate is the replies' tokens over the wall
+time from the end of step A-1, which must end a sync group, to the end of step B, with no evaluation in between (its
+requests would share the engine unrecorded); and over the time its steps spent on their rollouts alone, which leaves
+out what a colocated explorer waits for between steps (train steps, weight syncs). The ceiling is vLLM's offline
+engine given every request at once, random prompt tokens of each request's length and exactly its reply length
+(`ignore_eos`), at the run's temperature, on MODEL with `--memory` of the GPU (a colocated engine's quarter by
+default), compiled as the run's engine was (its launch config's compilation settings, where kept). Random prompts
+share no prefix, where a multi-turn episode's turns do: with prefix caching the engine could do better still, so the
+ratio is an upper bound on how close the explorer is.
 
 All at once is more than any explorer can ask of the engine: an episode's next call waits for its last reply, and
 an explore step for the one before. So the engine is also timed turn by turn: for each explore step in turn, the
@@ -23,13 +24,22 @@ first call of each of its episodes at once, then the second call of each episode
 call's prompt is the episode's previous prompt, its reply as the engine made it, and random tokens up to the
 call's recorded length (the history a multi-turn episode sends again, which prefix caching can reuse; random
 tokens alone where the recorded prompt is shorter). The explorer's rate as a share of this one is what it could
-still gain by keeping the engine busy. Writes engine_ceiling.json and engine_ceiling.md to --out, and prints the
-table. The engine needs a CUDA GPU; everything else runs anywhere. A run that evaluates as it trains needs a
-window between its evaluations: set explorer.eval_interval above the steps the window needs.
+still gain by keeping the engine busy.
+
+Turn by turn still makes each turn wait for the step's slowest call, and an explorer's calls go through vLLM's
+OpenAI-compatible server, not the offline engine. With --served the same calls also go to `vllm serve` of MODEL (the
+same memory share) from a client in this process, as prompt token ids to /v1/completions: turn by turn, and episode
+by episode, each episode sending its next call as soon as its own last reply is back (a step's episodes at once, as
+an explorer with a slot for each would). The server's rows against the offline engine's are what the HTTP server
+costs; the explorer against the server episode by episode is what the rollouts' own machinery (Trinity's runners,
+agentscope, the environment) and its slots cost. Writes engine_ceiling.json and engine_ceiling.md to --out, and
+prints the table. The engine needs a CUDA GPU; everything else runs anywhere. A run that evaluates as it trains
+needs a window between its evaluations: set explorer.eval_interval above the steps the window needs.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import gzip
 import json
@@ -37,12 +47,13 @@ import random
 import sys
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Awaitable, Callable
 
 from rftkit.cli import ArgumentParser, above, step_range
 from rftkit.files import atomic_paths, check_writable, packed_or_plain
 from rftkit.inputs import InputError, reports_input_errors
 from rftkit.reports.tensorboard import read_points
+from runkit.runs import launch_config
 
 EXPERIENCES = Path("buffer") / "experience_buffer.jsonl"  # the trainer's queue: what the pipeline kept
 PIPELINE_INPUT = Path("buffer") / "explorer_output.db"  # every experience, before the pipeline's operators
@@ -140,6 +151,87 @@ def replay_by_turns(generate: Generate, steps: dict[int, list[list[tuple[int, in
     return made
 
 
+async def replay_by_episodes(complete: Callable[[list[int], int], Awaitable[list[int]]],
+                             steps: dict[int, list[list[tuple[int, int]]]], vocabulary: int, seed: int = 0) -> int:
+    """Every call of `steps` through the coroutine `complete(prompt ids, reply length)`, a step at a time and within
+    it all its episodes at once, each episode's calls one after another with no wait for the others; returns the
+    reply tokens made. Prompts are built as in replay_by_turns."""
+    made = 0
+    for number, step in steps.items():
+        async def play(index: int, episode: list[tuple[int, int]]) -> int:
+            rng, history, made_here = random.Random(f"{seed}:{number}:{index}"), ([], []), 0
+            for prompt_length, reply_length in episode:
+                prompt = next_prompt(*history, prompt_length, rng, vocabulary)
+                history = (prompt, list(await complete(prompt, reply_length)))
+                made_here += len(history[1])
+            return made_here
+
+        made += sum(await asyncio.gather(*(play(index, episode) for index, episode in enumerate(step))))
+    return made
+
+
+def served_seconds(url: str, steps: dict[int, list[list[tuple[int, int]]]], vocabulary: int,
+                   temperature: float) -> dict[str, float]:
+    """Seconds the calls of `steps` take through the OpenAI-compatible server at `url` (its /v1 base): turn by turn
+    and episode by episode, each after a warm-up of a few calls."""
+    import httpx
+
+    from runkit.serving import SERVED_NAME
+
+    loop = asyncio.new_event_loop()
+    # no pool limit: a step's episodes are all in flight at once, more than httpx's default 100 connections
+    client = httpx.AsyncClient(base_url=url, timeout=600, limits=httpx.Limits(max_connections=None))
+
+    async def complete(prompt: list[int], reply_length: int) -> list[int]:
+        response = await client.post("/completions", json={
+            "model": SERVED_NAME, "prompt": prompt, "max_tokens": reply_length, "min_tokens": reply_length,
+            "ignore_eos": True, "temperature": temperature, "return_token_ids": True})
+        response.raise_for_status()
+        return response.json()["choices"][0]["token_ids"]
+
+    async def together(prompts: list[list[int]], replies: list[int]) -> list[list[int]]:
+        return await asyncio.gather(*map(complete, prompts, replies))
+
+    def generate(prompts: list[list[int]], replies: list[int]) -> list[list[int]]:
+        return loop.run_until_complete(together(prompts, replies))
+
+    shapes = calls(steps)
+    try:
+        warm_up = random.Random(2)
+        generate([[warm_up.randrange(vocabulary) for _ in range(prompt)] for prompt, _ in shapes[:8]],
+                 [reply for _, reply in shapes[:8]])
+        seconds, made = {}, {}
+        started = time.perf_counter()
+        made["turns"] = replay_by_turns(generate, steps, vocabulary, seed=3)
+        seconds["engine_served_turns_seconds"] = time.perf_counter() - started
+        started = time.perf_counter()
+        made["episodes"] = loop.run_until_complete(replay_by_episodes(complete, steps, vocabulary, seed=4))
+        seconds["engine_served_episodes_seconds"] = time.perf_counter() - started
+    finally:
+        loop.run_until_complete(client.aclose())
+        loop.close()
+    asked = sum(reply for _, reply in shapes)
+    if set(made.values()) != {asked}:
+        raise RuntimeError(f"the server made {made['turns']} and {made['episodes']} reply tokens, asked for {asked}")
+    return seconds
+
+
+def server_seconds(model: Path, steps: dict[int, list[list[tuple[int, int]]]], temperature: float, memory: float,
+                   log: Path, compilation_config: dict | None = None) -> dict[str, float]:
+    """served_seconds against `vllm serve` of `model` on this machine, with `memory` of the GPU, its log in `log`."""
+    from transformers import AutoTokenizer
+
+    from runkit.serving import vllm_server
+
+    longest = max(prompt + reply for prompt, reply in calls(steps)) + 16
+    vocabulary = AutoTokenizer.from_pretrained(model).vocab_size
+    flags = ["--gpu-memory-utilization", str(memory)]
+    if compilation_config:
+        flags += ["--compilation-config", json.dumps(compilation_config, separators=(",", ":"))]
+    with vllm_server(model, model, log, longest, flags) as url:
+        return served_seconds(url, steps, vocabulary, temperature)
+
+
 def explorer_seconds(run: Path, first: int, last: int) -> dict[str, float]:
     """Seconds the explorer took for explore steps first..last: `explorer_seconds`, wall time from the end of step
     first-1, which must end a sync group (the explorer then waits for every step in flight, so no request of the
@@ -170,15 +262,24 @@ def explorer_seconds(run: Path, first: int, last: int) -> dict[str, float]:
             "explorer_rollouts_seconds": sum(point.value for point in collected if first <= point.step <= last)}
 
 
+def compilation(run: Path) -> dict:
+    """The run's engine's compilation settings (`explorer.rollout_model.extra_engine_args.compilation_config` of
+    the config it was launched with, where kept; else vLLM's defaults): they decide how fast it decodes."""
+    config = launch_config(run) or {}
+    rollout = (config.get("explorer") or {}).get("rollout_model") or {}
+    return dict((rollout.get("extra_engine_args") or {}).get("compilation_config") or {})
+
+
 def engine_seconds(model: Path, steps: dict[int, list[list[tuple[int, int]]]], temperature: float,
-                   memory: float) -> dict[str, float]:
+                   memory: float, compilation_config: dict | None = None) -> dict[str, float]:
     """Seconds vLLM's offline engine takes for the calls of `steps`: all at once, and turn by turn
     (replay_by_turns), each after a warm-up of a few calls."""
     from vllm import LLM, SamplingParams
 
     shapes = calls(steps)
     engine = LLM(model=str(model), gpu_memory_utilization=memory, seed=0,
-                 max_model_len=max(prompt + reply for prompt, reply in shapes) + 16)
+                 max_model_len=max(prompt + reply for prompt, reply in shapes) + 16,
+                 **({"compilation_config": compilation_config} if compilation_config else {}))
     vocabulary = engine.get_tokenizer().vocab_size
 
     def generate(prompts: list[list[int]], replies: list[int]) -> list[list[int]]:
@@ -210,8 +311,14 @@ def engine_seconds(model: Path, steps: dict[int, list[list[tuple[int, int]]]], t
 # the table's rows: result key prefix -> name; and how the explorer's share of each engine row reads
 ROWS = {"explorer": "explorer", "explorer_rollouts": "explorer, its steps' rollouts alone",
         "engine": "engine, all at once",
-        "engine_turns": "engine, turn by turn (a step's episodes at once)"}
-SHARES = {"engine": "of the engine's rate all at once", "engine_turns": "of its rate turn by turn"}
+        "engine_turns": "engine, turn by turn (a step's episodes at once)",
+        "engine_served_turns": "vLLM's server, turn by turn",
+        "engine_served_episodes": "vLLM's server, episode by episode (a step's episodes at once)"}
+SHARES = {"engine": "of the engine's rate all at once", "engine_turns": "of its rate turn by turn",
+          "engine_served_turns": "of the server's turn by turn",
+          "engine_served_episodes": "of the server's episode by episode"}
+# the ceilings the explorer's rollouts alone are set against
+ALONE = {"engine_turns": "of the turn-by-turn rate", "engine_served_episodes": "of the server's episode by episode"}
 
 
 def table(result: dict) -> str:
@@ -223,13 +330,13 @@ def table(result: dict) -> str:
                         f"{result['requests'] / seconds:.1f} |")
     ratios = [f"{result[f'{key}_seconds'] / result['explorer_seconds']:.0%} {share}"
               for key, share in SHARES.items() if result.get(f"{key}_seconds") is not None]
-    alone = ""
-    if result.get("explorer_rollouts_seconds") and result.get("engine_turns_seconds") is not None:
-        alone = (f"; its steps' rollouts alone at "
-                 f"{result['engine_turns_seconds'] / result['explorer_rollouts_seconds']:.0%} of the turn-by-turn rate")
+    alone = [f"{result[f'{key}_seconds'] / result['explorer_rollouts_seconds']:.0%} {share}"
+             for key, share in ALONE.items()
+             if result.get("explorer_rollouts_seconds") and result.get(f"{key}_seconds") is not None]
     return (f"{result['requests']} requests in explore steps {result['steps']}: {result['prompt_tokens']:,} prompt "
             f"and {result['reply_tokens']:,} reply tokens\n\n" + "\n".join(rows)
-            + f"\n\nthe explorer at {', and '.join(ratios)}{alone}\n")
+            + f"\n\nthe explorer at {', and '.join(ratios)}"
+            + (f"; its steps' rollouts alone at {', '.join(alone)}" if alone else "") + "\n")
 
 
 @reports_input_errors
@@ -243,6 +350,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--memory", type=above(0), default=0.25, help="the engine's share of the GPU's memory")
     parser.add_argument("--temperature", type=float, default=1.0, help="the run's sampling temperature")
     parser.add_argument("--out", type=Path, required=True, help="folder for engine_ceiling.json and .md")
+    parser.add_argument("--served", action="store_true",
+                        help="also send the calls through `vllm serve` of MODEL, turn by turn and episode by episode")
     parser.add_argument("--report-only", action="store_true",
                         help="no GPU: write the table again from --out's engine_ceiling.json, the explorer's figures "
                              "read again from RUN")
@@ -270,9 +379,16 @@ def main(argv: list[str] | None = None) -> int:
     if not shapes:
         raise InputError(f"--steps {first}:{last}: the run kept no experience of those explore steps")
     result = {"steps": f"{first}:{last}", "requests": len(shapes), "prompt_tokens": sum(p for p, _ in shapes),
-              "reply_tokens": sum(r for _, r in shapes), **explorer_seconds(args.run, first, last)}
+              "reply_tokens": sum(r for _, r in shapes), "compilation_config": compilation(args.run),
+              **explorer_seconds(args.run, first, last)}
+    if args.served:  # first: the server's process is gone, and its memory free, before the offline engine starts
+        print(f"replaying {len(shapes)} requests through vllm serve, turn by turn and episode by episode ...",
+              flush=True)
+        args.out.mkdir(parents=True, exist_ok=True)
+        result.update(server_seconds(args.model, steps, args.temperature, args.memory, args.out / "serve.log",
+                                     result["compilation_config"]))
     print(f"replaying {len(shapes)} requests on vLLM, all at once and turn by turn ...", flush=True)
-    result.update(engine_seconds(args.model, steps, args.temperature, args.memory))
+    result.update(engine_seconds(args.model, steps, args.temperature, args.memory, result["compilation_config"]))
     write(args.out, result)
     return 0
 

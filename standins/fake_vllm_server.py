@@ -51,6 +51,7 @@ class FakeVLLMServer:
         app = FastAPI()
         app.get("/health")(self._health)
         app.post("/v1/chat/completions", response_model=None)(self._chat)
+        app.post("/v1/completions")(self._completion)
         self._server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning"))
 
     async def _health(self) -> dict:
@@ -95,6 +96,24 @@ class FakeVLLMServer:
             "usage": {"prompt_tokens": len(prompt_ids), "completion_tokens": len(ids),
                       "total_tokens": len(prompt_ids) + len(ids)},
         }
+
+    async def _completion(self, request: Request) -> dict:
+        """/v1/completions as the engine ceiling sends it (prompt token ids, `ignore_eos`): `max_tokens` made-up
+        tokens, with their ids where `return_token_ids` asks; `reply(body)` is awaited first and its text unused,
+        so that a test can hold an answer."""
+        body = await request.json()
+        self.requests.append(body)
+        answer = self.reply(body)
+        if inspect.isawaitable(answer):
+            await answer
+        ids = list(range(100_000, 100_000 + body["max_tokens"]))
+        choice = {"index": 0, "text": " ".join(f"t{i}" for i in ids), "finish_reason": "length"}
+        if body.get("return_token_ids"):
+            choice["token_ids"] = ids
+        return {"id": f"cmpl-{len(self.requests)}", "object": "text_completion", "created": int(time.time()),
+                "model": body.get("model", "fake"), "choices": [choice],
+                "usage": {"prompt_tokens": len(body["prompt"]), "completion_tokens": len(ids),
+                          "total_tokens": len(body["prompt"]) + len(ids)}}
 
     def __enter__(self) -> "FakeVLLMServer":
         self._thread = threading.Thread(target=self._server.run, daemon=True)

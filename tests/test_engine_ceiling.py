@@ -1,6 +1,7 @@
 """experiments/engine_ceiling.py: a kept run's requests and its explorer's time read back (any machine), and the
 replay on vLLM (a CUDA GPU)."""
 
+import asyncio
 import contextlib
 import json
 import random
@@ -15,6 +16,7 @@ import torch
 from conftest import REPO, write_scalars
 from experiments import engine_ceiling
 from rftkit.reports.tensorboard import read_points
+from standins.fake_vllm_server import FakeVLLMServer
 
 RUN = REPO / "docs/bots/pair2/random/checkpoints/AgentScope-MathBOTS/math-random"
 
@@ -74,6 +76,13 @@ def test_the_table_gives_the_explorer_as_a_share_of_each_engine_rate():
                                  "engine_turns_seconds": 2.0})
     assert "| explorer, its steps' rollouts alone | 2.5 | 800 | 4.0 |" in text
     assert "turn by turn; its steps' rollouts alone at 80% of the turn-by-turn rate" in text
+    text = engine_ceiling.table({"steps": "2:3", "requests": 10, "prompt_tokens": 1000, "reply_tokens": 2000,
+                                 "explorer_seconds": 4.0, "explorer_rollouts_seconds": 2.5, "engine_seconds": 1.0,
+                                 "engine_turns_seconds": 2.0, "engine_served_turns_seconds": 2.5,
+                                 "engine_served_episodes_seconds": 2.0})
+    assert "| vLLM's server, episode by episode (a step's episodes at once) | 2.0 | 1,000 | 5.0 |" in text
+    assert "and 62% of the server's turn by turn, and 50% of the server's episode by episode;" in text
+    assert "alone at 80% of the turn-by-turn rate, 80% of the server's episode by episode\n" in text
 
 
 def test_the_report_reads_the_explorer_again_and_keeps_the_engines_figures(tmp_path, capsys):
@@ -164,6 +173,48 @@ def test_the_turn_by_turn_replay_sends_each_steps_kth_calls_together_after_their
     assert third[0][:len(second[0]) + 1] == second[0] + [1003]  # the second turn's reply, 1003, follows its prompt
 
 
+def test_the_episode_by_episode_replay_lets_each_episode_go_on_without_waiting_for_the_others():
+    steps = {2: [[(4, 2), (9, 1), (12, 3)], [(5, 1)]], 3: [[(6, 2)]]}
+    answered, token = [], iter(range(1000, 2000))
+    first_episode_done = asyncio.Event()
+
+    async def complete(prompt, reply):  # a fixture engine; holds the second episode until the first has finished
+        if len(prompt) == 5:
+            await asyncio.wait_for(first_episode_done.wait(), 5)  # turn by turn, this would time out
+        if len(prompt) == 12:
+            first_episode_done.set()
+        answered.append(prompt)
+        return [next(token) for _ in range(reply)]
+
+    made = asyncio.run(engine_ceiling.replay_by_episodes(complete, steps, vocabulary=50))
+    assert made == 2 + 1 + 3 + 1 + 2
+    assert [len(prompt) for prompt in answered] == [4, 9, 12, 5, 6]  # step 3 only after all of step 2
+    first, second, third = answered[:3]
+    assert second[:6] == first + [1000, 1001] and third[:10] == second + [1002]
+
+
+def test_the_served_replay_asks_the_servers_completions_for_exactly_each_calls_reply():
+    steps = {2: [[(4, 2), (9, 1)], [(5, 3)]], 3: [[(6, 2)]]}
+    with FakeVLLMServer(lambda body: "") as server:
+        seconds = engine_ceiling.served_seconds(f"{server.url}/v1", steps, vocabulary=50, temperature=0.7)
+    assert set(seconds) == {"engine_served_turns_seconds", "engine_served_episodes_seconds"}
+    assert all(value > 0 for value in seconds.values())
+    replays = server.requests[4:]  # after a warm-up of the first calls' shapes (at most 8)
+    assert len(replays) == 2 * 4  # every call twice: turn by turn, then episode by episode
+    for body in server.requests:
+        assert body["model"] == "policy" and body["temperature"] == 0.7 and body["ignore_eos"]
+        assert body["max_tokens"] == body["min_tokens"] and body["return_token_ids"]
+        assert all(isinstance(token, int) and 0 <= token < 50 or token >= 100_000 for token in body["prompt"])
+    assert sorted((len(body["prompt"]), body["max_tokens"]) for body in replays) == sorted(
+        [call for step in steps.values() for episode in step for call in episode] * 2)
+
+
+def test_the_engines_are_compiled_as_the_runs_engine_was(tmp_path):
+    kept = REPO / "docs/learning/sweep1/whole_1e-6/run"  # a FrozenLake run, its launch config kept as config.yaml
+    assert engine_ceiling.compilation(kept) == {"mode": 0, "cudagraph_mode": "FULL_DECODE_ONLY"}
+    assert engine_ceiling.compilation(tmp_path) == {}  # no launch config: vLLM's defaults
+
+
 @pytest.mark.parametrize("args,message", [
     (["--steps", "1:3"], "--steps: expected A:B, whole numbers with 2 <= A <= B, got 1:3"),
     (["--steps", "500:501"], "--steps 500:501: the run kept no experience of those explore steps"),
@@ -191,5 +242,8 @@ def test_vllm_makes_exactly_the_replies_asked_for(tmp_path):
 
     model = build_random_model(tmp_path / "model", "Qwen3-0.6B", layers=2, device="cuda")
     steps = {2: [[(30, 20), (60, 5)], [(100, 5)]], 3: [[(7, 64), (80, 3), (90, 2)]] * 3}
-    seconds = engine_ceiling.engine_seconds(model, steps, 1.0, 0.3)
+    compiled = {"mode": 0, "cudagraph_mode": "FULL_DECODE_ONLY"}
+    seconds = engine_ceiling.engine_seconds(model, steps, 1.0, 0.3, compiled)
     assert 0 < seconds["engine_seconds"] < 60 and 0 < seconds["engine_turns_seconds"] < 60
+    served = engine_ceiling.server_seconds(model, steps, 1.0, 0.3, tmp_path / "serve.log", compiled)
+    assert 0 < served["engine_served_turns_seconds"] < 60 and 0 < served["engine_served_episodes_seconds"] < 60
