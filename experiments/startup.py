@@ -42,7 +42,7 @@ from rftkit.inputs import reports_input_errors
 from rftkit.inputs.config_keys import check_set_key
 from rftkit.inputs.model_path import check_model
 from runkit.commands import launch_command
-from runkit.runs import job_dir, launch_config
+from runkit.runs import group_size, job_dir
 from runkit.serving import model_folder
 from runkit.steps import log, run_step
 from runkit.training_flags import require_cuda
@@ -92,8 +92,7 @@ def measure(variant: Path, group: int, first_minutes: float = FIRST_MINUTES) -> 
     run = job_dir(variant / "checkpoints")
     if run is None:
         raise SystemExit(f"error: {variant}: no run below checkpoints/ (did the launch start?)")
-    config = launch_config(run)
-    group = config["algorithm"]["repeat_times"] if config else group
+    group = group_size(run) or group
     entries = startup.read(run / startup.FILE_NAME)
     if not entries or entries[0]["phase"] != "launch":
         raise SystemExit(f"error: {run / startup.FILE_NAME}: no start-up timeline")
@@ -118,7 +117,7 @@ def measure(variant: Path, group: int, first_minutes: float = FIRST_MINUTES) -> 
     if done and exploring_from is not None and (run / gpu_samples.FILE_NAME).is_file():
         used = [s.utilization for s in gpu_samples.read(run / gpu_samples.FILE_NAME)
                 if exploring_from <= s.at - zero <= done[-1][0]]
-        idle = sum(u == 0 for u in used) / len(used) if used else None
+        idle = gpu_samples.idle_share(used)
     return {"phases": phases, "first explore step": first_step,
             "episodes in the first minutes": sum(episodes for t, episodes in done if t <= first_minutes * 60),
             "episodes per second": rate, "explore steps": len(done),

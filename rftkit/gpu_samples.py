@@ -81,3 +81,8 @@ def read(path: str | os.PathLike) -> list[Sample]:
         except ValueError:
             continue
     return samples
+
+
+def idle_share(utilizations: list[float]) -> float | None:
+    """The share of samples at 0% utilization: the time the GPU did nothing at all (None without samples)."""
+    return sum(u == 0 for u in utilizations) / len(utilizations) if utilizations else None

@@ -32,6 +32,12 @@ def launch_config(run: Path) -> dict | None:
     return None
 
 
+def group_size(run: Path) -> int | None:
+    """Rollouts per task (`algorithm.repeat_times`) of the config the run was launched with, where kept."""
+    config = launch_config(run)
+    return config["algorithm"]["repeat_times"] if config else None
+
+
 def last_checkpoint(checkpoints: Path, adapter: bool = False) -> Path:
     """The HF weights (with `adapter`: the LoRA adapter) of the run's newest complete save
     (rftkit.checkpoints.missing_part): at or before the step latest_checkpointed_iteration.txt names, which

@@ -32,7 +32,7 @@ from rftkit.cli import ArgumentParser, step_range
 from rftkit.files import atomic_paths, check_writable
 from rftkit.inputs import InputError, reports_input_errors
 from rftkit.reports.tensorboard import read_points
-from runkit.runs import launch_config
+from runkit.runs import group_size
 
 # (the trainer's scalar, the phase it times), in the order a step runs them
 TRAINER_PHASES = (("time/read_experience", "waiting for experiences"), ("time/train_step", "train step"),
@@ -162,7 +162,7 @@ def per_step(explorer: dict, trainer: dict, spans: list, steps: list[int], sampl
     for gpu, used in by_gpu.items():
         used = [utilization for _, utilization in used]
         rows.append((f"GPU {gpu} busy (utilization)", None, mean(used) / 100, f"{len(used)} samples"))
-        rows.append((f"GPU {gpu} idle (samples at 0%)", None, sum(u == 0 for u in used) / len(used), ""))
+        rows.append((f"GPU {gpu} idle (samples at 0%)", None, gpu_samples.idle_share(used), ""))
     if not by_gpu:
         rows.append(("GPU utilization", None, None, f"not sampled: no {gpu_samples.FILE_NAME} for this window"))
     return rows
@@ -253,8 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     samples_file = args.run / gpu_samples.FILE_NAME
     samples = gpu_samples.read(samples_file) if samples_file.is_file() else []
     spans = window_spans(trainer, steps, waits)
-    config = launch_config(args.run)
-    group = config["algorithm"]["repeat_times"] if config else None
+    group = group_size(args.run)
     text = f"# Step timeline: {args.run}\n\n" + table(per_step(explorer, trainer, spans, steps, samples, group))
     args.out.mkdir(parents=True, exist_ok=True)
     with atomic_paths(args.out / "timeline.png", args.out / "timeline.md") as (png, md):
