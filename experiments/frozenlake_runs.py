@@ -8,9 +8,10 @@ episodes' own flags (evaluate.py compares each map with the training split), or,
 predate the flags, from `--train NAME=SPLIT`, that run's training split (a .parquet file). For each run, on
 its unseen maps only: success before and after (after with its 95% interval), the maps where after reached
 the goal more and less often with a two-sided sign test, a random walk's expected rate on the same maps and
-after's multiple of it, the invalid-action rate before and after, how episodes ended, and success by map
-size. Writes runs.md (returned and printed) and runs.png (bars: before, after and a random walk for each
-run; lines: after minus before by map size) to DIR.
+after's multiple of it, a safe walk's expected rate (one that never steps off the grid or into a hole:
+`frozenlake.reference`), the invalid-action rate before and after, how episodes ended, and success by map
+size. Writes runs.md (returned and printed) and runs.png (bars: before, after, a random walk and a safe walk
+for each run; lines: after minus before by map size) to DIR.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import sys
 from pathlib import Path
 
 from frozenlake.report import goals, map_by_map, seen_maps, summarize
-from frozenlake.reference import WEAK
+from frozenlake.reference import WEAK, safe_walk_pass_rate
 from rftkit.cli import ArgumentParser, labelled_path
 from rftkit.files import atomic_paths, check_writable
 from rftkit.inputs import InputError, read_json, reports_input_errors
@@ -40,24 +41,33 @@ def unseen(out: Path, train: Path | None) -> dict:
     if not first:
         raise InputError(f"{out}: every test map has a training map's layout; nothing is held out")
     better, worse, _ = map_by_map(goals(first), goals(second))
-    walk = {e["task"]["uid"]: (e["task"]["size"], e["task"][WEAK]) for e in first}
-    sizes = sorted({size for size, _ in walk.values()})
-    return {"maps": len(walk), "before": summarize(first), "after": summarize(second), "better": better,
-            "worse": worse, "p": sign_test(better, worse),
-            "random walk": sum(rate for _, rate in walk.values()) / len(walk),
-            "random walk by size": {size: sum(r for s, r in walk.values() if s == size)
-                                    / sum(s == size for s, _ in walk.values()) for size in sizes}}
+    tasks = {e["task"]["uid"]: e["task"] for e in first}
+    walks = {"random walk": {uid: task[WEAK] for uid, task in tasks.items()},
+             "safe walk": {uid: safe_walk_pass_rate(task) for uid, task in tasks.items()}}
+    result = {"maps": len(tasks), "before": summarize(first), "after": summarize(second), "better": better,
+              "worse": worse, "p": sign_test(better, worse)}
+    for name, rates in walks.items():
+        by_size: dict[int, list[float]] = {}
+        for uid, rate in rates.items():
+            by_size.setdefault(tasks[uid]["size"], []).append(rate)
+        result[name] = sum(rates.values()) / len(rates)
+        result[f"{name} by size"] = {size: sum(r) / len(r) for size, r in sorted(by_size.items())}
+    return result
 
 
 def markdown(runs: dict[str, dict]) -> str:
     lines = ["| run | unseen maps | before | after (95% CI) | better / worse, sign test p | random walk (expected) "
-             "| after / random walk | invalid actions, before / after |", "|---|---|---|---|---|---|---|---|"]
+             "| after / random walk | safe walk (expected) | invalid actions, before / after |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for name, r in runs.items():
         low, high = r["after"]["success_rate_ci95"]
         lines.append(f"| {name} | {r['maps']} | {r['before']['success_rate']:.3f} | {r['after']['success_rate']:.3f} "
                      f"({low:.3f}-{high:.3f}) | {r['better']} / {r['worse']}, p = {r['p']:.2g} | "
                      f"{r['random walk']:.3f} | {r['after']['success_rate'] / r['random walk']:.2f}x | "
+                     f"{r['safe walk']:.3f} | "
                      f"{r['before']['invalid_action_rate']:.3f} / {r['after']['invalid_action_rate']:.3f} |")
+    lines += ["", "A safe walk moves at random among the tiles next to it that are on the grid and not holes: no "
+              "route, only the local view (`frozenlake.reference`, policy `safe`), its exact expected rate."]
     lines += ["", "How the unseen maps' episodes ended, before -> after:", "",
               "| run | reached the goal | fell in a hole | ran out of moves | other |", "|---|---|---|---|---|"]
     for name, r in runs.items():
@@ -66,15 +76,16 @@ def markdown(runs: dict[str, dict]) -> str:
         lines.append(f"| {name} | " + " | ".join(f"{ends[0].get(reason, 0)} -> {ends[1].get(reason, 0)}"
                                                 for reason in ENDS) + f" | {other[0]} -> {other[1]} |")
     sizes = sorted({int(s) for r in runs.values() for s in r["random walk by size"]})
-    lines += ["", "Success by map size on the unseen maps, after (before; a random walk's expected rate):", "",
+    lines += ["", "Success by map size on the unseen maps, after (before; a random walk's and a safe walk's expected "
+              "rates):", "",
               "| run | " + " | ".join(f"{s}x{s}" for s in sizes) + " |", "|---|" + "---|" * len(sizes)]
     for name, r in runs.items():
         cells = []
         for size in sizes:
             after, before = (r[part]["by_size"].get(size) for part in ("after", "before"))
-            walk = r["random walk by size"].get(size)
+            walk, safe = (r[f"{name} by size"].get(size) for name in ("random walk", "safe walk"))
             cells.append("-" if after is None else
-                         f"{after['rate']:.2f} ({before['rate']:.2f}; {walk:.2f}), {after['n']} episodes")
+                         f"{after['rate']:.2f} ({before['rate']:.2f}; {walk:.2f}, {safe:.2f}), {after['n']} episodes")
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -83,12 +94,13 @@ def chart(runs: dict[str, dict]):
     from rftkit.reports.plots import plt
 
     fig, (bars, gains) = plt.subplots(1, 2, figsize=(13, 4.2), gridspec_kw={"width_ratios": [3, 2]})
-    width = 0.27
+    width = 0.2
     for k, (label, value) in enumerate((("before", lambda r: r["before"]["success_rate"]),
                                         ("after", lambda r: r["after"]["success_rate"]),
-                                        ("random walk (expected)", lambda r: r["random walk"]))):
-        bars.bar([i + (k - 1) * width for i in range(len(runs))], [value(r) for r in runs.values()], width,
-                 label=label, color=("tab:gray", "tab:blue", "tab:orange")[k])
+                                        ("random walk (expected)", lambda r: r["random walk"]),
+                                        ("safe walk (expected)", lambda r: r["safe walk"]))):
+        bars.bar([i + (k - 1.5) * width for i in range(len(runs))], [value(r) for r in runs.values()], width,
+                 label=label, color=("tab:gray", "tab:blue", "tab:orange", "tab:green")[k])
     bars.set_xticks(range(len(runs)), list(runs), rotation=20, ha="right")
     bars.set_ylabel("success on unseen maps")
     bars.legend(fontsize="small")

@@ -8,6 +8,11 @@ computed exactly, because an episode is a small finite-horizon Markov chain:
 * strong, `noisy_oracle_pass_rate`: a shortest-path move, except that with
   probability `EPSILON` the move is uniformly random instead.
 
+A third policy is no feature but a baseline for reports, `safe`: a random walk
+that reads the four tiles around it and moves uniformly among those on the grid
+that are not holes (uniformly among all four where every one is). It needs no
+route, only the local view, so it marks what an agent gains without planning.
+
 The pass rate is the probability of reaching G within `max_steps` moves, by
 backward induction over Gymnasium's own transition table:
 V_0 = 0 and V_{t+1}(s) = sum_a pi(a|s) sum_{s'} P(s'|s,a) [1 if s' is G, 0 if s' is a hole, else V_t(s')].
@@ -18,17 +23,26 @@ from __future__ import annotations
 import numpy as np
 from gymnasium.envs.toy_text.frozen_lake import FrozenLakeEnv as GymFrozenLakeEnv
 
-from frozenlake.maps import ACTIONS, distances_to_goal, optimal_action
+from frozenlake.env import AGENT_MAX_STEPS
+from frozenlake.maps import ACTIONS, distances_to_goal, generate_map, neighbours, optimal_action
 
 WEAK, STRONG = "random_pass_rate", "noisy_oracle_pass_rate"
 EPSILON = 0.3
 
 
 def policy_table(desc: list[str], policy: str, epsilon: float = EPSILON) -> np.ndarray:
-    """pi(a|s) as an array [cells, 4], for policy "random" or "noisy_oracle"."""
+    """pi(a|s) as an array [cells, 4], for policy "random", "noisy_oracle" or "safe"."""
     ncol = len(desc[0])
     probs = np.full((len(desc) * ncol, len(ACTIONS)), 1.0 / len(ACTIONS))
     if policy == "random":
+        return probs
+    if policy == "safe":
+        for r, row in enumerate(desc):
+            for c in range(ncol):
+                safe = [ACTIONS.index(a) for a, (nr, nc) in neighbours(desc, (r, c)) if desc[nr][nc] != "H"]
+                if safe:
+                    probs[r * ncol + c] = 0.0
+                    probs[r * ncol + c, safe] = 1.0 / len(safe)
         return probs
     if policy != "noisy_oracle":
         raise ValueError(f"unknown reference policy {policy!r}")
@@ -74,3 +88,9 @@ def reference_pass_rates(desc: list[str], max_steps: int) -> dict[str, float]:
     model = transitions(desc)
     return {WEAK: pass_rate(model, policy_table(desc, "random"), max_steps),
             STRONG: pass_rate(model, policy_table(desc, "noisy_oracle"), max_steps)}
+
+
+def safe_walk_pass_rate(task: dict) -> float:
+    """The `safe` walk's pass rate on a task's map (its seed, size and p), in the moves its episode allows."""
+    desc = generate_map(task["size"], task["p"], task["seed"])
+    return pass_rate(transitions(desc), policy_table(desc, "safe"), int(task.get("agent_max_steps", AGENT_MAX_STEPS)))

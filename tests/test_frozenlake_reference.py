@@ -6,7 +6,8 @@ import pytest
 
 from frozenlake.env import AGENT_MAX_STEPS, FrozenLakeEnv
 from frozenlake.maps import ACTIONS, generate_map, shortest_path_length
-from frozenlake.reference import STRONG, WEAK, pass_rate, policy_table, reference_pass_rates, transitions
+from frozenlake.reference import (STRONG, WEAK, pass_rate, policy_table, reference_pass_rates, safe_walk_pass_rate,
+                                  transitions)
 
 EPISODES = 3000
 
@@ -26,7 +27,7 @@ MAPS = [(3, 0.7, 1), (4, 0.8, 7), (5, 0.75, 3), (6, 0.85, 11), (6, 0.65, 5)]
 
 
 @pytest.mark.parametrize("size,p,seed", MAPS)
-@pytest.mark.parametrize("policy", ["random", "noisy_oracle"])
+@pytest.mark.parametrize("policy", ["random", "noisy_oracle", "safe"])
 def test_dynamic_programme_matches_rollouts(size, p, seed, policy):
     desc = generate_map(size, p, seed)
     probs = policy_table(desc, policy)
@@ -64,3 +65,18 @@ def test_dataset_carries_both_features_for_an_episodes_moves(frozenlake_data):
         assert row[WEAK] == pytest.approx(expected[WEAK]) and row[STRONG] == pytest.approx(expected[STRONG])
         assert 0.0 < row[WEAK] <= 1.0 and 0.0 < row[STRONG] <= 1.0  # every kept map is solvable
     assert np.mean([r[STRONG] for r in rows]) > np.mean([r[WEAK] for r in rows])
+
+
+def test_the_safe_walk_never_steps_off_the_grid_or_into_a_hole():
+    desc = ["SF", "HG"]  # from S only Right is safe; from its right, Left or Down (the goal), one in two
+    probs = policy_table(desc, "safe")
+    assert probs[0].tolist() == [0, 0, 1, 0] and probs[1].tolist() == [0.5, 0.5, 0, 0]
+    # a try at the goal on every second move: 5 in 10 moves, each one in two
+    assert pass_rate(transitions(desc), probs, 10) == pytest.approx(1 - 0.5 ** 5)
+    assert pass_rate(transitions(desc), policy_table(desc, "random"), 10) < 0.5
+    for size, p, seed in MAPS:
+        task = {"size": size, "p": p, "seed": seed}
+        desc = generate_map(size, p, seed)
+        assert safe_walk_pass_rate(task) == pytest.approx(
+            pass_rate(transitions(desc), policy_table(desc, "safe"), AGENT_MAX_STEPS))
+        assert safe_walk_pass_rate({**task, "agent_max_steps": 2}) <= safe_walk_pass_rate(task)

@@ -12,6 +12,7 @@ import pytest
 from conftest import REPO
 from experiments import frozenlake_runs
 from frozenlake.data import SCHEMA, draw_tasks, layout
+from frozenlake.reference import safe_walk_pass_rate
 from rftkit.reports.evaluation import SEEN
 
 SWEEP = REPO / "docs/learning/sweep1"
@@ -38,7 +39,8 @@ def evaluation(folder, maps, successes, seen=None):
     folder.mkdir(parents=True)
     rows = []
     for number, ((size, uid), success) in enumerate(zip(maps, successes)):
-        row = {"task_number": number, "task": {"uid": uid, "size": size, "random_pass_rate": 0.25},
+        row = {"task_number": number,
+               "task": {"uid": uid, "size": size, "seed": number, "p": 0.8, "random_pass_rate": 0.25},
                "reward": float(success),
                "metrics": {"env_steps": 4.0, "invalid_actions": 1.0, "success": float(success)},
                "reason": "goal" if success else "hole", "error": None}
@@ -57,6 +59,9 @@ def test_only_the_unseen_maps_count(tmp_path):
     assert result["maps"] == 3 and (result["better"], result["worse"]) == (2, 0)
     assert result["before"]["success_rate"] == 0 and result["after"]["success_rate"] == pytest.approx(2 / 3)
     assert sorted(result["after"]["by_size"]) == [3, 4] and result["random walk"] == pytest.approx(0.25)
+    safe = [safe_walk_pass_rate({"size": size, "seed": number, "p": 0.8}) for number, (size, _) in enumerate(maps)]
+    assert result["safe walk"] == pytest.approx(sum(safe[1:]) / 3)  # the unseen maps' own
+    assert result["safe walk by size"] == pytest.approx({3: (safe[1] + safe[2]) / 2, 4: safe[3]})
     # the three unseen maps' episodes: before, three holes (the fixture's failures); after, two goals and a hole
     table = frozenlake_runs.markdown({"r": result})
     assert "| r | 0 -> 2 | 3 -> 1 | 0 -> 0 | 0 -> 0 |" in table
