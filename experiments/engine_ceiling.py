@@ -52,12 +52,11 @@ from typing import Awaitable, Callable
 from rftkit.cli import ArgumentParser, above, step_range
 from rftkit.files import atomic_paths, check_writable, packed_or_plain
 from rftkit.inputs import InputError, reports_input_errors
-from rftkit.reports.tensorboard import read_points
+from rftkit.reports.tensorboard import EVAL_TIME, ROLLOUT_WAIT, read_points
 from runkit.runs import launch_config
 
 EXPERIENCES = Path("buffer") / "experience_buffer.jsonl"  # the trainer's queue: what the pipeline kept
 PIPELINE_INPUT = Path("buffer") / "explorer_output.db"  # every experience, before the pipeline's operators
-COLLECTED, EVAL = "explorer/time/wait_explore_step", "time/eval"
 SYNC_GROUP = "explore/time/sync_interval"  # logged at the last step of each sync group
 
 
@@ -240,7 +239,7 @@ def explorer_seconds(run: Path, first: int, last: int) -> dict[str, float]:
     them. A window that an evaluation overlaps is refused: its requests shared the engine and are not in the
     experiences."""
     explorer = read_points(run / "monitor" / "tensorboard" / "explorer")
-    collected = explorer.get(COLLECTED, [])
+    collected = explorer.get(ROLLOUT_WAIT, [])
     ends = {point.step: point.wall_time for point in collected}
     groups = sorted(point.step for point in explorer.get(SYNC_GROUP, []))
     if first - 1 not in ends or last not in ends:
@@ -252,7 +251,7 @@ def explorer_seconds(run: Path, first: int, last: int) -> dict[str, float]:
                          f"{', '.join(map(str, groups[:12]))}{' ...' if len(groups) > 12 else ''}); start the "
                          f"window after one, so that none of its requests was sent before it")
     since, until = ends[first - 1], ends[last]
-    overlapping = [point.step for point in explorer.get(EVAL, [])
+    overlapping = [point.step for point in explorer.get(EVAL_TIME, [])
                    if point.wall_time - point.value < until and point.wall_time > since]
     if overlapping:
         raise InputError(f"--steps {first}:{last}: the evaluation of step {overlapping[0]} ran in the window, on the "

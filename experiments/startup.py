@@ -54,7 +54,6 @@ SETTINGS = {"buffer.batch_size": 8, "algorithm.repeat_times": 16,
 # Every phase a launch marks, in the order a launch reaches them: table rows, and one colour each in every plot.
 PHASES = ["config checked", "Ray connected", *(phase for *_, phase in startup.STARTUP_PHASES)]
 FIRST_MINUTES = 5  # episodes finished this long after the launch: what a faster start buys
-EPISODES = "rollout/finished_task_count"  # tasks an explore step finished; each is `repeat_times` episodes
 UPDATES = "time/train_step"  # the trainer logs it once an update
 ENV_KEY = re.compile(r"[A-Z][A-Z0-9_]*")  # a variant's key in this form is an environment variable
 CACHES = {"VLLM_CACHE_ROOT": "vllm", "TORCHINDUCTOR_CACHE_DIR": "inductor", "TRITON_CACHE_DIR": "triton"}
@@ -98,7 +97,7 @@ def measure(variant: Path, group: int, first_minutes: float = FIRST_MINUTES) -> 
         raise SystemExit(f"error: {run / startup.FILE_NAME}: no start-up timeline")
     zero = entries[0]["at"]
     phases = {entry["phase"]: entry["at"] - zero for entry in entries[1:]}
-    from rftkit.reports.tensorboard import read_points
+    from rftkit.reports.tensorboard import FINISHED_TASKS, MODEL_CALLS, ROLLOUT_WAIT, read_points
 
     def points(lane: str, tag: str) -> list:
         try:
@@ -106,12 +105,18 @@ def measure(variant: Path, group: int, first_minutes: float = FIRST_MINUTES) -> 
         except FileNotFoundError:
             return []
 
-    done = [(point.wall_time - zero, point.value * group) for point in points("explorer", EPISODES)]
+    done = [(point.wall_time - zero, point.value * group) for point in points("explorer", FINISHED_TASKS)]
     first_step = phases.get("first explore step")
     exploring_from = phases.get("first weights sent to the engine", first_step)
     rate = None
     if done and exploring_from is not None and done[-1][0] > exploring_from:
         rate = sum(episodes for _, episodes in done) / (done[-1][0] - exploring_from)
+    # model calls a second while the explorer waited for rollouts: what its runners got from the engine
+    waits, tasks, calls = ({p.step: p.value for p in points("explorer", tag)}
+                           for tag in (ROLLOUT_WAIT, FINISHED_TASKS, MODEL_CALLS))
+    rolled = [step for step in waits if step in tasks and step in calls]
+    waited = sum(waits[step] for step in rolled)
+    calls_per_second = sum(calls[s] * tasks[s] * group for s in rolled) / waited if waited else None
     updates = [point.wall_time for point in points("trainer", UPDATES)]
     idle = None
     if done and exploring_from is not None and (run / gpu_samples.FILE_NAME).is_file():
@@ -122,7 +127,7 @@ def measure(variant: Path, group: int, first_minutes: float = FIRST_MINUTES) -> 
             "episodes in the first minutes": sum(episodes for t, episodes in done if t <= first_minutes * 60),
             "episodes per second": rate, "explore steps": len(done),
             "updates per minute": (len(updates) - 1) / (updates[-1] - updates[0]) * 60 if len(updates) > 1 else None,
-            "GPU idle": idle}
+            "GPU idle": idle, "model calls per second while rolling out": calls_per_second}
 
 
 def optional(value: float | None, form: str) -> str:
@@ -153,6 +158,9 @@ def report(out: Path, variants: list[str], group: int, first_minutes: float = FI
               "| episodes per second while exploring | "
               + " | ".join(optional(results[v]["episodes per second"], "{:.1f}") for v in variants) + " |",
               "| explore steps | " + " | ".join(str(results[v]["explore steps"]) for v in variants) + " |",
+              "| model calls per second while rolling out | "
+              + " | ".join(optional(results[v]["model calls per second while rolling out"], "{:.0f}")
+                           for v in variants) + " |",
               "| trainer updates per minute, first to last | "
               + " | ".join(optional(results[v]["updates per minute"], "{:.1f}") for v in variants) + " |",
               "| GPU samples at 0% while exploring | "

@@ -48,6 +48,7 @@ from experiments.scales import SCALES
 from rftkit.cli import ArgumentParser, above, at_least
 from rftkit.files import check_writable
 from rftkit.inputs import InputError, reports_input_errors
+from rftkit.reports.tensorboard import ROLLOUT_WAIT
 from runkit.commands import launch_command
 from runkit.examples import EXAMPLES
 from runkit.runs import job_dir
@@ -57,7 +58,7 @@ from runkit.training_flags import require_cuda
 
 # Scalars Trinity writes each step (seen in the GPU smoke's tensorboard logs).
 STEP_TIMES = {
-    "rollout wait (explorer)": "explorer/time/wait_explore_step",
+    "rollout wait (explorer)": ROLLOUT_WAIT,
     "train step": "time/train_step",
     "weight sync": "time/sync_weight",
     "trainer step in all": "time/step",

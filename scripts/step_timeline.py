@@ -31,17 +31,15 @@ from rftkit import gpu_samples
 from rftkit.cli import ArgumentParser, step_range
 from rftkit.files import atomic_paths, check_writable
 from rftkit.inputs import InputError, reports_input_errors
-from rftkit.reports.tensorboard import read_points
+from rftkit.reports.tensorboard import EVAL_TIME, FINISHED_TASKS, MODEL_CALLS, ROLLOUT_WAIT, read_points
 from runkit.runs import group_size
 
 # (the trainer's scalar, the phase it times), in the order a step runs them
 TRAINER_PHASES = (("time/read_experience", "waiting for experiences"), ("time/train_step", "train step"),
                   ("time/sync_weight", "weight sync"), ("time/save_checkpoint", "checkpoint save"))
 INSIDE_TRAIN_STEP = (("time/ref", "reference log-probs"), ("time/update_actor", "actor update"))
-WAIT, EVAL = "explorer/time/wait_explore_step", "time/eval"
 PIPELINE = "experience_pipeline/experience_pipeline/time/total"
-EPISODE, MODEL, CALLS = "rollout/time/run_execution/mean", "rollout/model_seconds/mean", "rollout/model_calls/mean"
-TASKS = "rollout/finished_task_count"
+EPISODE, MODEL = "rollout/time/run_execution/mean", "rollout/model_seconds/mean"
 COLOURS = {"waiting for experiences": "0.8", "train step": "tab:blue", "reference log-probs": "tab:cyan",
            "actor update": "tab:blue", "weight sync": "tab:orange", "checkpoint save": "tab:red",
            "waiting for rollouts": "tab:green", "evaluation": "tab:purple"}
@@ -93,7 +91,7 @@ def trainer_spans(trainer: dict, step: int, in_wait: bool) -> list[tuple[str, fl
 def explorer_spans(explorer: dict, since: float, until: float) -> list[tuple[str, float, float]]:
     """(phase, start, end) of the explorer's waits for rollouts and its evaluations, cut to [since, until]."""
     spans = []
-    for tag, phase in ((WAIT, "waiting for rollouts"), (EVAL, "evaluation")):
+    for tag, phase in ((ROLLOUT_WAIT, "waiting for rollouts"), (EVAL_TIME, "evaluation")):
         spans += [(phase, max(since, p.wall_time - p.value), min(until, p.wall_time)) for p in explorer.get(tag, [])
                   if p.wall_time - p.value < until and p.wall_time > since]
     return spans
@@ -107,13 +105,13 @@ def window_spans(trainer: dict, steps: list[int], waits: set[int]) -> list[tuple
 def going_at_once(explorer: dict, since: float, until: float, group: int) -> float | None:
     """Episodes going at once on average while the explorer waited for its steps' rollouts in [since, until]:
     each step's episodes times their mean time, over its wait (Little's law)."""
-    by = {tag: {p.step: p for p in explorer.get(tag, [])} for tag in (WAIT, TASKS, EPISODE)}
-    steps = [step for step, p in by[WAIT].items() if since <= p.wall_time <= until
-             and step in by[TASKS] and step in by[EPISODE]]
-    waited = sum(by[WAIT][step].value for step in steps)
+    by = {tag: {p.step: p for p in explorer.get(tag, [])} for tag in (ROLLOUT_WAIT, FINISHED_TASKS, EPISODE)}
+    steps = [step for step, p in by[ROLLOUT_WAIT].items() if since <= p.wall_time <= until
+             and step in by[FINISHED_TASKS] and step in by[EPISODE]]
+    waited = sum(by[ROLLOUT_WAIT][step].value for step in steps)
     if not waited:
         return None
-    return sum(by[TASKS][step].value * group * by[EPISODE][step].value for step in steps) / waited
+    return sum(by[FINISHED_TASKS][step].value * group * by[EPISODE][step].value for step in steps) / waited
 
 
 def per_step(explorer: dict, trainer: dict, spans: list, steps: list[int], samples: list,
@@ -137,7 +135,7 @@ def per_step(explorer: dict, trainer: dict, spans: list, steps: list[int], sampl
         rows.append((f"explorer: {phase}", total / len(steps), total / len(steps) / wall,
                      "overlaps the trainer's rows and the other explorer row"))
     in_window = {tag: [p.value for p in explorer.get(tag, []) if since <= p.wall_time <= until]
-                 for tag in (PIPELINE, EPISODE, MODEL, CALLS)}
+                 for tag in (PIPELINE, EPISODE, MODEL, MODEL_CALLS)}
     explore_steps = len(in_window[PIPELINE])
     if explore_steps:
         rows.append(("explorer: experience pipeline", sum(in_window[PIPELINE]) / len(steps), None,
@@ -151,8 +149,8 @@ def per_step(explorer: dict, trainer: dict, spans: list, steps: list[int], sampl
                          "generation, HTTP, agentscope; share of the rollout"))
             rows.append(("a rollout: the rest", episode - model, (episode - model) / episode,
                          "environment, tools, workflow; share of the rollout"))
-            if in_window[CALLS]:  # a multi-turn episode's calls wait for each other: their latency sets its pace
-                calls = mean(in_window[CALLS])
+            if in_window[MODEL_CALLS]:  # a multi-turn episode's calls wait for each other: latency sets its pace
+                calls = mean(in_window[MODEL_CALLS])
                 rows.append(("a model call", model / calls, None, f"{calls:.1f} calls a rollout"))
         busy = going_at_once(explorer, since, until, group) if group else None
         if busy is not None:

@@ -15,7 +15,7 @@ import torch
 
 from conftest import REPO, write_scalars
 from experiments import engine_ceiling
-from rftkit.reports.tensorboard import read_points
+from rftkit.reports.tensorboard import EVAL_TIME, ROLLOUT_WAIT, read_points
 from standins.fake_vllm_server import FakeVLLMServer
 
 RUN = REPO / "docs/bots/pair2/random/checkpoints/AgentScope-MathBOTS/math-random"
@@ -32,11 +32,11 @@ def test_the_requests_of_a_window_are_the_experiences_the_pipeline_counted():
 def explorer_run(folder, evaluation=None):
     """An explorer's scalars as Trinity writes them: steps 1..8 collected at 10 s a step from t=1000, sync groups
     of 2, and an optional evaluation (step, start, end)."""
-    series = {engine_ceiling.COLLECTED: [(step, 0.5, 1000.0 + 10 * step) for step in range(1, 9)],
+    series = {ROLLOUT_WAIT: [(step, 0.5, 1000.0 + 10 * step) for step in range(1, 9)],
               engine_ceiling.SYNC_GROUP: [(step, 20.0, 1000.0 + 10 * step) for step in (2, 4, 6, 8)]}
     if evaluation:
         step, start, end = evaluation
-        series[engine_ceiling.EVAL] = [(step, end - start, end)]
+        series[EVAL_TIME] = [(step, end - start, end)]
     write_scalars(folder, "explorer", series)
     return folder
 

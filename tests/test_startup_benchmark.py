@@ -8,6 +8,7 @@ import pytest
 from experiments import startup as bench
 from frozenlake.example import FROZENLAKE
 from rftkit import startup
+from rftkit.reports.tensorboard import FINISHED_TASKS, MODEL_CALLS, ROLLOUT_WAIT
 from runkit.commands import launch_command
 
 from conftest import dry_run, write_scalars
@@ -23,8 +24,8 @@ def recorded_variant(out, name, phases, steps):
     lines = [{"phase": "launch", "at": LAUNCH, "pid": 1}]
     lines += [{"phase": phase, "at": LAUNCH + at, "pid": 2} for phase, at in phases.items()]
     (run / startup.FILE_NAME).write_text("".join(json.dumps(line) + "\n" for line in lines))
-    write_scalars(run, "explorer", {bench.EPISODES: [(i + 1, tasks, LAUNCH + at) for i, (at, tasks) in
-                                                     enumerate(steps)]})
+    write_scalars(run, "explorer", {FINISHED_TASKS: [(i + 1, tasks, LAUNCH + at) for i, (at, tasks) in
+                                                   enumerate(steps)]})
 
 
 def test_the_report_reads_phases_first_minutes_and_rollout_speed(tmp_path):
@@ -41,6 +42,7 @@ def test_the_report_reads_phases_first_minutes_and_rollout_speed(tmp_path):
     # episodes over the time from the first weights to the last step: 4 x 128 / 62 s and 5 x 128 / 160 s
     assert f"| episodes per second while exploring | {512 / 62:.1f} | {640 / 160:.1f} |" in text
     assert "| Ray connected | 30 | 30 |" in text
+    assert "| model calls per second while rolling out | - | - |" in text  # no rollout waits or calls recorded
     assert (tmp_path / "startup.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (tmp_path / "startup.md").read_text() == text
     # runs stopped after 3 minutes count over those 3: default none, fast its first two steps
@@ -59,8 +61,12 @@ def test_updates_gpu_idle_and_a_variants_own_group_come_from_its_records(tmp_pat
     # GPU samples (time, gpu, utilization, memory): before exploring, then four while exploring, one at 0%
     (run / "gpu_samples.csv").write_text("".join(f"{LAUNCH + at},0,{used},1000\n" for at, used in
                                                  ((50, 0), (105, 90), (115, 0), (120, 80), (130, 70))))
+    # each step's wait for its rollouts and its episodes' calls: (5 x 128 + 7 x 128) calls over 4 + 6 s
+    write_scalars(run, "explorer", {ROLLOUT_WAIT: [(1, 4.0, LAUNCH + 110), (2, 6.0, LAUNCH + 130)],
+                                    MODEL_CALLS: [(1, 5.0, LAUNCH + 110), (2, 7.0, LAUNCH + 130)]})
     text = bench.report(tmp_path, ["maps16"], group=16)
     assert "| episodes per second while exploring | 8.5 |" in text  # 2 steps x 16 maps x 8 rollouts over 30 s
+    assert "| model calls per second while rolling out | 154 |" in text
     assert "| trainer updates per minute, first to last | 9.0 |" in text  # 3 updates after the first in 20 s
     assert "| GPU samples at 0% while exploring | 25% |" in text
 

@@ -12,7 +12,7 @@ import pytest
 
 from conftest import REPO
 from rftkit import gpu_samples
-from rftkit.reports.tensorboard import Point
+from rftkit.reports.tensorboard import FINISHED_TASKS, ROLLOUT_WAIT, Point
 
 RUN = REPO / "docs/bots/pair2/random/checkpoints/AgentScope-MathBOTS/math-random"
 spec = importlib.util.spec_from_file_location("step_timeline", REPO / "scripts" / "step_timeline.py")
@@ -64,7 +64,7 @@ def test_a_frozenlake_runs_rollouts_split_into_model_calls_and_the_rest_with_the
 
 
 def test_episodes_going_at_once_is_episodes_times_their_time_over_the_wait():
-    series = {step_timeline.WAIT: [(1, 10.0), (2, 5.0)], step_timeline.TASKS: [(1, 8.0), (2, 8.0)],
+    series = {ROLLOUT_WAIT: [(1, 10.0), (2, 5.0)], FINISHED_TASKS: [(1, 8.0), (2, 8.0)],
               step_timeline.EPISODE: [(1, 0.5), (2, 1.0)]}  # each logged at 100 s x its step
     explorer = {tag: [Point(step, value, 100.0 * step) for step, value in points] for tag, points in series.items()}
     # step 1: 8 tasks x 4 rollouts x 0.5 s = 16 episode-seconds in 10 s; step 2: 32 in 5 s

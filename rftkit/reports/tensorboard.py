@@ -8,6 +8,13 @@ from typing import NamedTuple
 from tensorboard.backend.event_processing.event_accumulator import SCALARS, EventAccumulator
 
 
+# The explorer's scalars that several reports read, per explore step.
+ROLLOUT_WAIT = "explorer/time/wait_explore_step"  # seconds the step waited for its rollouts
+EVAL_TIME = "time/eval"  # seconds an in-run evaluation took, logged at the step it ran after
+FINISHED_TASKS = "rollout/finished_task_count"  # tasks the step finished, each `algorithm.repeat_times` episodes
+MODEL_CALLS = "rollout/model_calls/mean"  # model calls an episode made, on average
+
+
 class Point(NamedTuple):
     step: int
     value: float
