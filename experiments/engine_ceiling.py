@@ -13,10 +13,11 @@ time from the end of step A-1, which must end a sync group, to the end of step B
 requests would share the engine unrecorded); and over the time its steps spent on their rollouts alone, which leaves
 out what a colocated explorer waits for between steps (train steps, weight syncs). The ceiling is vLLM's offline
 engine given every request at once, random prompt tokens of each request's length and exactly its reply length
-(`ignore_eos`), at the run's temperature, on MODEL with `--memory` of the GPU (a colocated engine's quarter by
-default), compiled as the run's engine was (its launch config's compilation settings, where kept). Random prompts
-share no prefix, where a multi-turn episode's turns do: with prefix caching the engine could do better still, so the
-ratio is an upper bound on how close the explorer is.
+(`ignore_eos`) with each reply token's logprob (Trinity asks for them on every call), at the run's temperature, on
+MODEL with `--memory` of the GPU (a colocated engine's quarter by default), compiled as the run's engine was (its
+launch config's compilation settings, where kept). Random prompts share no prefix, where a multi-turn episode's
+turns do: with prefix caching the engine could do better still, so the ratio is an upper bound on how close the
+explorer is.
 
 All at once is more than any explorer can ask of the engine: an episode's next call waits for its last reply, and
 an explore step for the one before. So the engine is also timed turn by turn: for each explore step in turn, the
@@ -184,7 +185,7 @@ def served_seconds(url: str, steps: dict[int, list[list[tuple[int, int]]]], voca
     async def complete(prompt: list[int], reply_length: int) -> list[int]:
         response = await client.post("/completions", json={
             "model": SERVED_NAME, "prompt": prompt, "max_tokens": reply_length, "min_tokens": reply_length,
-            "ignore_eos": True, "temperature": temperature, "return_token_ids": True})
+            "ignore_eos": True, "temperature": temperature, "logprobs": 0, "return_token_ids": True})
         response.raise_for_status()
         return response.json()["choices"][0]["token_ids"]
 
@@ -283,7 +284,7 @@ def engine_seconds(model: Path, steps: dict[int, list[list[tuple[int, int]]]], t
 
     def generate(prompts: list[list[int]], replies: list[int]) -> list[list[int]]:
         params = [SamplingParams(max_tokens=reply, min_tokens=reply, ignore_eos=True, temperature=temperature,
-                                 seed=i) for i, reply in enumerate(replies)]
+                                 logprobs=0, seed=i) for i, reply in enumerate(replies)]
         outputs = engine.generate([{"prompt_token_ids": prompt} for prompt in prompts], params, use_tqdm=False)
         return [list(output.outputs[0].token_ids) for output in outputs]
 

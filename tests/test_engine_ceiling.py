@@ -203,7 +203,7 @@ def test_the_served_replay_asks_the_servers_completions_for_exactly_each_calls_r
     assert len(replays) == 2 * 4  # every call twice: turn by turn, then episode by episode
     for body in server.requests:
         assert body["model"] == "policy" and body["temperature"] == 0.7 and body["ignore_eos"]
-        assert body["max_tokens"] == body["min_tokens"] and body["return_token_ids"]
+        assert body["max_tokens"] == body["min_tokens"] and body["return_token_ids"] and body["logprobs"] == 0
         assert all(isinstance(token, int) and 0 <= token < 50 or token >= 100_000 for token in body["prompt"])
     assert sorted((len(body["prompt"]), body["max_tokens"]) for body in replays) == sorted(
         [call for step in steps.values() for episode in step for call in episode] * 2)
