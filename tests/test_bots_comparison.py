@@ -122,6 +122,15 @@ def test_the_report_compares_the_runs_from_trinitys_scalars_and_the_evaluations(
             "the 95% intervals are overlapping.") in text
     assert (out / "comparison.png").stat().st_size > 0
 
+    # the steps whose saves the evaluations played, where the runs kept verl's pointer to them
+    for selector, step in (("random", 3), ("difficulty", 2)):
+        job = out / selector / "checkpoints" / "AgentScope-MathBOTS" / f"math-{selector}"
+        (job / "latest_checkpointed_iteration.txt").write_text(str(step))
+    bots_report.report(out)
+    assert ("BOTS 0.750 (0.000-1.000) at step 2 against random 0.375 (0.000-1.000) at step 3; the 95% intervals "
+            "are overlapping (the checkpoints' steps differ: this compares the runs' lengths as well as their "
+            "selectors).") in (out / "comparison.md").read_text()
+
 
 @pytest.mark.parametrize("random,bots,verdict", [((0.15, 0.21), (0.22, 0.28), "apart, BOTS above"),
                                                  ((0.22, 0.28), (0.15, 0.21), "apart, random above"),

@@ -19,6 +19,7 @@ from collections import Counter
 from pathlib import Path
 
 from math_bots.example import MATH
+from rftkit.checkpoints import tracker_step
 from rftkit.files import packed_or_plain
 from rftkit.inputs import read_json
 from rftkit.reports.evaluation import episodes_file
@@ -229,6 +230,8 @@ def report(out: Path, data: Path | None = None, reference: str = DEFAULT_FEATURE
                           "held-out along the way": held_out_along_the_way(points, folder),
                           **{f"mean {tag}": mean(series[tag]) for tag in series},
                           "held-out after": after,
+                          # the step whose weights `after` played: runs.py serves the newest complete save
+                          "checkpoint evaluated after": tracker_step(folder) if folder else None,
                           "picks": picks(chosen, rates, templates) if chosen and rates else None,
                           "outcomes": outcomes(chosen, templates) if chosen else None,
                           "selector cost": selector_cost(out / selector / "train.log", points),
@@ -352,8 +355,12 @@ def markdown(result: dict) -> str:
                          f"{cost['steps']} steps){share}.")
     if "held-out intervals" in result:
         random, bots = (result["runs"][s]["held-out after"] for s in ("random", "difficulty"))
-        lines.append(f"Held-out accuracy after training: BOTS {evaluation(bots)} against random {evaluation(random)}; "
-                     f"the 95% intervals are {result['held-out intervals']}.")
+        steps = [result["runs"][s].get("checkpoint evaluated after") for s in ("difficulty", "random")]
+        at = [f" at step {step}" if step is not None else "" for step in steps]
+        lines.append(f"Held-out accuracy after training: BOTS {evaluation(bots)}{at[0]} against random "
+                     f"{evaluation(random)}{at[1]}; the 95% intervals are {result['held-out intervals']}"
+                     + (" (the checkpoints' steps differ: this compares the runs' lengths as well as their "
+                        "selectors)." if None not in steps and steps[0] != steps[1] else "."))
     head_to_head = result.get("BOTS after vs random after")
     if head_to_head and "p" in head_to_head:
         lines.append(f"Held-out, BOTS's model against random's, task by task: {head_to_head['better']} better, "
