@@ -3,15 +3,15 @@
     python -m experiments.frozenlake_runs NAME=OUT [NAME=OUT ...] --out DIR [--train NAME=SPLIT ...]
 
 OUT is an `experiments.frozenlake_learning` output folder: before/ and after/, each an evaluation by
-scripts/evaluate.py of the same maps with the same seeds. A map counts as unseen by its grid: from the
-episodes' own flags (evaluate.py compares each map with the training split), or, for a run whose evaluations
-predate the flags, from `--train NAME=SPLIT`, that run's training split (a .parquet file). For each run, on
-its unseen maps only: success before and after (after with its 95% interval), the maps where after reached
-the goal more and less often with a two-sided sign test, a random walk's expected rate on the same maps and
-after's multiple of it, a safe walk's expected rate (one that never steps off the grid or into a hole:
-`frozenlake.reference`), the invalid-action rate before and after, how episodes ended, and success by map
-size. Writes runs.md (returned and printed) and runs.png (bars: before, after, a random walk and a safe walk
-for each run; lines: after minus before by map size) to DIR.
+scripts/evaluate.py of the same maps with the same seeds. A map counts as unseen by its grid: from the episodes'
+own flags (evaluate.py compares each map with the training split), or, for a run whose evaluations predate the
+flags, from `--train NAME=SPLIT`, that run's training split (a .parquet file). For each run, on its unseen maps
+only: success before and after (after with its 95% interval), the maps where after reached the goal more and
+less often with a two-sided sign test, a random walk's expected rate on the same maps and after's multiple of
+it, a safe walk's expected rate (one that never steps off the grid or into a hole: `frozenlake.reference`), the
+invalid-action rate before and after, how episodes ended, how often a move went into a hole next to the agent
+when a safe tile was there too, and success by map size. Writes runs.md (returned and printed) and runs.png
+(bars: before, after, a random walk and a safe walk for each run; lines: after minus before by map size) to DIR.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from frozenlake.report import goals, map_by_map, seen_maps, summarize
+from frozenlake.report import goals, hole_choices, map_by_map, seen_maps, summarize
 from frozenlake.reference import WEAK, safe_walk_pass_rate
 from rftkit.cli import ArgumentParser, labelled_path
 from rftkit.files import atomic_paths, check_writable
@@ -45,7 +45,8 @@ def unseen(out: Path, train: Path | None) -> dict:
     walks = {"random walk": {uid: task[WEAK] for uid, task in tasks.items()},
              "safe walk": {uid: safe_walk_pass_rate(task) for uid, task in tasks.items()}}
     result = {"maps": len(tasks), "before": summarize(first), "after": summarize(second), "better": better,
-              "worse": worse, "p": sign_test(better, worse)}
+              "worse": worse, "p": sign_test(better, worse),
+              "hole choices": {"before": hole_choices(first), "after": hole_choices(second)}}
     for name, rates in walks.items():
         by_size: dict[int, list[float]] = {}
         for uid, rate in rates.items():
@@ -75,6 +76,14 @@ def markdown(runs: dict[str, dict]) -> str:
         other = [sum(n for reason, n in e.items() if reason not in ENDS) for e in ends]
         lines.append(f"| {name} | " + " | ".join(f"{ends[0].get(reason, 0)} -> {ends[1].get(reason, 0)}"
                                                 for reason in ENDS) + f" | {other[0]} -> {other[1]} |")
+    lines += ["", "Moves into a hole next to the agent, of its valid moves from a tile with a hole next to it and a "
+              "safe tile to step to (before -> after; a uniform choice of the four moves, a safe walk never):", "",
+              "| run | moves, before -> after | into a hole, before -> after | uniform choice |", "|---|---|---|---|"]
+    for name, r in runs.items():
+        first, second = (r["hole choices"][part] for part in ("before", "after"))
+        lines.append(f"| {name} | - | - | - |" if first is None or second is None else
+                     f"| {name} | {first['moves']} -> {second['moves']} | {first['into a hole']:.3f} -> "
+                     f"{second['into a hole']:.3f} | {first['uniform choice']:.3f} -> {second['uniform choice']:.3f} |")
     sizes = sorted({int(s) for r in runs.values() for s in r["random walk by size"]})
     lines += ["", "Success by map size on the unseen maps, after (before; a random walk's and a safe walk's expected "
               "rates):", "",

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from frozenlake.agent import FrozenLakeAgent
 from frozenlake.data import layout
-from frozenlake.policies import OracleModel, RandomModel
+from frozenlake.maps import ACTIONS, find, neighbours
+from frozenlake.policies import OracleModel, RandomModel, grid_from_prompt
 from frozenlake.reference import WEAK
 from frozenlake.workflow import end_reason, run_frozen_lake
 from rftkit.files import atomic_paths
@@ -53,6 +54,25 @@ def summarize(episodes: list[dict]) -> dict:
         # success on the maps whose layout training had and had not, beside a random walk's expected rate
         "by_training": by_training(episodes, lambda e: e["reward"] == 1.0, WEAK),
     }
+
+
+def hole_choices(episodes: list[dict]) -> dict | None:
+    """Whether the agent reads the tiles next to it: over its valid moves from a tile with a hole next to it and a
+    tile it could step to safely, the share that went into a hole, beside a uniform choice of the four moves'
+    expected share there. None where no episode kept its turns."""
+    moves = into = expected = 0
+    for episode in episodes:
+        for turn in episode.get("turns") or []:
+            if turn["action"] is None:
+                continue
+            grid = grid_from_prompt(turn["prompt"])
+            near = dict(neighbours(grid, find(grid, "S")))
+            holes = [action for action, (row, col) in near.items() if grid[row][col] == "H"]
+            if holes and len(holes) < len(near):
+                moves += 1
+                into += turn["action"] in holes
+                expected += len(holes) / len(ACTIONS)
+    return {"moves": moves, "into a hole": into / moves, "uniform choice": expected / moves} if moves else None
 
 
 def _fmt(value: float | None) -> str:

@@ -13,6 +13,7 @@ from conftest import REPO
 from experiments import frozenlake_runs
 from frozenlake.data import SCHEMA, draw_tasks, layout
 from frozenlake.reference import safe_walk_pass_rate
+from frozenlake.report import hole_choices
 from rftkit.reports.evaluation import SEEN
 
 SWEEP = REPO / "docs/learning/sweep1"
@@ -65,6 +66,20 @@ def test_only_the_unseen_maps_count(tmp_path):
     # the three unseen maps' episodes: before, three holes (the fixture's failures); after, two goals and a hole
     table = frozenlake_runs.markdown({"r": result})
     assert "| r | 0 -> 2 | 3 -> 1 | 0 -> 0 | 0 -> 0 |" in table
+    assert "| r | - | - | - |" in table  # the fixture's episodes kept no turns: nothing to say of the holes
+
+
+def test_a_move_into_a_hole_counts_where_a_safe_tile_was_next_to_the_agent_too():
+    def turn(grid, action):
+        return {"prompt": f"Move 1 of 10.\nCurrent grid:\n{grid}\nWhat is your next move?", "action": action}
+
+    beside_a_hole = "P O\n_ G"  # Right is the hole, Down safe; Left and Up leave the grid
+    episodes = [{"turns": [turn(beside_a_hole, "Right"), turn(beside_a_hole, "Down"), turn(beside_a_hole, None),
+                           turn("P _\n_ G", "Right"),  # no hole next to it: not counted
+                           turn("P O\nO G", "Down")]},  # every tile next to it a hole: no choice, not counted
+                {"turns": []}]
+    assert hole_choices(episodes) == {"moves": 2, "into a hole": 0.5, "uniform choice": 0.25}
+    assert hole_choices([{"task": {}}]) is None
 
 
 def test_a_run_without_seen_flags_needs_its_training_split(tmp_path, capsys):
