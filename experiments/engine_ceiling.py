@@ -31,11 +31,12 @@ Turn by turn still makes each turn wait for the step's slowest call, and an expl
 OpenAI-compatible server, not the offline engine. With --served the same calls also go to `vllm serve` of MODEL (the
 same memory share) from a client in this process, as prompt token ids to /v1/completions: turn by turn, and episode
 by episode, each episode sending its next call as soon as its own last reply is back (a step's episodes at once, as
-an explorer with a slot for each would). The server's rows against the offline engine's are what the HTTP server
-costs; the explorer against the server episode by episode is what the rollouts' own machinery (Trinity's runners,
-agentscope, the environment) and its slots cost. Writes engine_ceiling.json and engine_ceiling.md to --out, and
-prints the table. The engine needs a CUDA GPU; everything else runs anywhere. A run that evaluates as it trains
-needs a window between its evaluations: set explorer.eval_interval above the steps the window needs.
+an explorer with a slot for each would). The server's rows against the offline engine's are what serving over HTTP
+costs, less the chat template and the tokenizing that token ids skip; the explorer against the server episode by
+episode is what the rest costs: those two, Trinity's runners and their slots, agentscope and the environment. Writes
+engine_ceiling.json and engine_ceiling.md to --out, and prints the table. The engine needs a CUDA GPU; everything
+else runs anywhere. A run that evaluates as it trains needs a window between its evaluations: set
+explorer.eval_interval above the steps the window needs.
 """
 
 from __future__ import annotations

@@ -92,7 +92,7 @@ def markdown(runs: dict[str, dict]) -> str:
         cells = []
         for size in sizes:
             after, before = (r[part]["by_size"].get(size) for part in ("after", "before"))
-            walk, safe = (r[f"{name} by size"].get(size) for name in ("random walk", "safe walk"))
+            walk, safe = (r[f"{walker} by size"].get(size) for walker in ("random walk", "safe walk"))
             cells.append("-" if after is None else
                          f"{after['rate']:.2f} ({before['rate']:.2f}; {walk:.2f}, {safe:.2f}), {after['n']} episodes")
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
