@@ -1,42 +1,31 @@
 """The engine's ceiling for a run's own rollouts: the same requests, by their prompt and reply lengths, sent
-straight to vLLM at once, beside the rate the run's explorer made them at.
+straight to vLLM, beside the rate the run's explorer made them at.
 
     python -m experiments.engine_ceiling RUN MODEL --out OUT --steps A:B [--memory 0.25] [--served]
     python -m experiments.engine_ceiling RUN --out OUT --steps A:B --report-only   (the table again, no GPU)
 
-RUN is a run's folder (`<checkpoint dir>/<project>/<name>`): its experiences, one per model call with the call's
-prompt and reply lengths in tokens (`buffer/explorer_output.db`, the experience pipeline's input, which Trinity
-keeps; else `buffer/experience_buffer.jsonl`, the trainer's queue, which lacks the groups the pipeline's operators
-dropped, so the explorer's share comes out low), and its explorer's tensorboard scalars (when each explore step's
-rollouts were collected, its sync groups and evaluations). The explorer's rate is the replies' tokens over the wall
-time from the end of step A-1, which must end a sync group, to the end of step B, with no evaluation in between (its
-requests would share the engine unrecorded); and over the time its steps spent on their rollouts alone, which leaves
-out what a colocated explorer waits for between steps (train steps, weight syncs). The ceiling is vLLM's offline
-engine given every request at once, random prompt tokens of each request's length and exactly its reply length
-(`ignore_eos`) with each reply token's logprob (Trinity asks for them on every call), at the run's temperature, on
-MODEL with `--memory` of the GPU (a colocated engine's quarter by default), compiled as the run's engine was (its
-launch config's compilation settings, where kept). Random prompts share no prefix, where a multi-turn episode's
-turns do: with prefix caching the engine could do better still, so the ratio is an upper bound on how close the
-explorer is.
+RUN is a run's folder (`<checkpoint dir>/<project>/<name>`): its calls' prompt and reply lengths in tokens (from
+`buffer/explorer_output.db`, the experience pipeline's input; else the trainer's queue, which lacks the groups the
+pipeline dropped, so the explorer's share comes out low) and its explorer's tensorboard scalars. The explorer's
+rate is the reply tokens over the wall time from the end of step A-1, which must end a sync group, to the end of
+step B, with no evaluation in between (its requests would share the engine unrecorded); and over the time its
+steps spent on their rollouts alone, without what a colocated explorer waits for between steps.
 
-All at once is more than any explorer can ask of the engine: an episode's next call waits for its last reply, and
-an explore step for the one before. So the engine is also timed turn by turn: for each explore step in turn, the
-first call of each of its episodes at once, then the second call of each episode that made one, and so on; each
-call's prompt is the episode's previous prompt, its reply as the engine made it, and random tokens up to the
-call's recorded length (the history a multi-turn episode sends again, which prefix caching can reuse; random
-tokens alone where the recorded prompt is shorter). The explorer's rate as a share of this one is what it could
-still gain by keeping the engine busy.
+The engine is vLLM's offline engine on MODEL with `--memory` of the GPU (a colocated engine's quarter by default),
+compiled as the run's engine was (its launch config's compilation settings, where kept), each request random prompt
+tokens of its length and exactly its reply length (`ignore_eos`) with each reply token's logprob, as Trinity asks,
+at the run's temperature. It is timed all at once, and turn by turn: for each explore step, the first call of each
+episode together, then the second, and so on, each prompt the episode's previous prompt and reply then random
+tokens up to the recorded length (the history a multi-turn episode sends again, which prefix caching can reuse).
+All at once is more than any explorer can ask: an episode's next call waits for its last reply.
 
-Turn by turn still makes each turn wait for the step's slowest call, and an explorer's calls go through vLLM's
-OpenAI-compatible server, not the offline engine. With --served the same calls also go to `vllm serve` of MODEL (the
-same memory share) from a client in this process, as prompt token ids to /v1/completions: turn by turn, and episode
-by episode, each episode sending its next call as soon as its own last reply is back (a step's episodes at once, as
-an explorer with a slot for each would). The server's rows against the offline engine's are what serving over HTTP
-costs, less the chat template and the tokenizing that token ids skip; the explorer against the server episode by
-episode is what the rest costs: those two, Trinity's runners and their slots, agentscope and the environment. Writes
-engine_ceiling.json and engine_ceiling.md to --out, and prints the table. The engine needs a CUDA GPU; everything
-else runs anywhere. A run that evaluates as it trains needs a window between its evaluations: set
-explorer.eval_interval above the steps the window needs.
+With --served the calls also go to `vllm serve` of MODEL (same memory and compilation), as token ids to
+/v1/completions from a client in this process: turn by turn, and episode by episode, each episode's next call sent
+as soon as its own reply is back (a step's episodes at once). The server against the offline engine is what
+serving over HTTP costs, less the chat template and tokenizing that token ids skip; the explorer against the
+server episode by episode is what the rest costs: those two, Trinity's runners and slots, agentscope. Writes
+engine_ceiling.json and engine_ceiling.md to --out and prints the table. The engines need a CUDA GPU. A run that
+evaluates as it trains needs a window between evaluations: set explorer.eval_interval above the window's steps.
 """
 
 from __future__ import annotations
