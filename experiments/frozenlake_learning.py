@@ -17,8 +17,9 @@ MODEL is a Hugging Face model folder, or a GGUF file, which transformers turns i
    serving) and evaluate it the same way;
 4. draw the training curves (`rollout/success/mean`, `rollout/invalid_actions/mean`,
    `rollout/env_steps/mean`, `sample/model_version/mean`) with scripts/plot_runs.py, and the two
-   evaluations side by side (before_after.png and before_after.md), with a map-by-map sign test:
-   both evaluations play the same maps with the same seeds.
+   evaluations side by side (before_after.png and before_after.md), with a map-by-map sign test
+   (both evaluations play the same maps with the same seeds) and how often a move went into a hole next
+   to the agent where a safe tile was there too.
 
 `--before-only` stops after step 1, so that a later hold's run can skip it (`--skip-before`, with
 <out>/before copied in). `--report-only` redraws step 4's comparison from <out>/before and <out>/after and

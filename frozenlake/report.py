@@ -218,6 +218,13 @@ def compare(before_dir: Path, after_dir: Path, out: Path, train: Path | None = N
         table.append(f"| {name} | " + " | ".join(cells) + " |")
     table += ["", f"Map by map (same maps, same seeds): after reached the goal more often on {better} maps, "
                   f"less often on {worse}, as often on {same}; two-sided sign test p = {p_value:.2g}."]
+    choices = [hole_choices(e) for e in episodes]
+    if None not in choices:  # whether the agent reads the tiles next to it
+        first, second = choices
+        table += ["", f"Moves into a hole next to the agent, where a safe tile was next to it too: "
+                      f"{first['into a hole']:.3f} of {first['moves']} before, {second['into a hole']:.3f} of "
+                      f"{second['moves']} after (a uniform choice of the four moves: {first['uniform choice']:.3f} "
+                      f"and {second['uniform choice']:.3f}; a safe walk: 0)."]
     if seen is None:
         table += ["", "Not compared with a training split: these figures include any map whose layout training saw."]
     else:

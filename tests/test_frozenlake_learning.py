@@ -2,6 +2,7 @@
 
 import argparse
 import json
+import re
 import os
 import subprocess
 import sys
@@ -131,6 +132,11 @@ def test_before_and_after_are_compared_from_real_reports(tmp_path, frozenlake_da
     better = sum(goals == 0 for goals in before_goals.values())
     assert 0 < better < 20
     assert f"more often on {better} maps, less often on 0, as often on {20 - better};" in text
+    # the oracle never steps into a hole; the random walk does, as often as a uniform choice would on its moves
+    moves = re.search(r"too: (\S+) of (\d+) before, 0.000 of (\d+) after \(a uniform choice of the four moves: "
+                      r"(\S+) and", text)
+    assert moves and int(moves[2]) > 0 and int(moves[3]) > 0
+    assert abs(float(moves[1]) - float(moves[4])) < 0.15
     assert learning.main(["--out", str(tmp_path), "--report-only"]) == 0  # redrawn from the folders alone
     assert (tmp_path / "before_after.md").read_text() == text
 
