@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from rftkit.cli import ArgumentParser
-from rftkit.files import gzip_in_place
+from rftkit.files import atomic_folder, gzip_in_place
 from runkit.runs import job_dir, launch_config_path
 
 REPORTS = ("before_after.md", "before_after.png", "curves.md", "curves.png")
@@ -31,27 +31,25 @@ def keep(source: Path, dest: Path) -> None:
                          f"after/report.json and checkpoints/<project>/<name>/log")
     if dest.exists():
         raise SystemExit(f"error: {dest}: exists; keep writes a new folder")
-    partial = dest.with_name(dest.name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    for part in ("before", "after"):
-        if (source / part).is_dir():
-            shutil.copytree(source / part, partial / part)
-            if (partial / part / "episodes.jsonl").is_file():
-                gzip_in_place(partial / part / "episodes.jsonl")
-    for name in REPORTS:
-        if (source / name).is_file():
-            shutil.copy(source / name, partial / name)
-    for name in RECORDS:
-        found = run / name
-        if found.is_dir():
-            shutil.copytree(found, partial / "run" / name)
-        elif found.is_file():
-            (partial / "run" / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy(found, partial / "run" / name)
-    launch_config = launch_config_path(run)
-    if launch_config.is_file():
-        shutil.copy(launch_config, partial / "run" / "config.yaml")
-    partial.rename(dest)
+    with atomic_folder(dest) as partial:
+        for part in ("before", "after"):
+            if (source / part).is_dir():
+                shutil.copytree(source / part, partial / part)
+                if (partial / part / "episodes.jsonl").is_file():
+                    gzip_in_place(partial / part / "episodes.jsonl")
+        for name in REPORTS:
+            if (source / name).is_file():
+                shutil.copy(source / name, partial / name)
+        for name in RECORDS:
+            found = run / name
+            if found.is_dir():
+                shutil.copytree(found, partial / "run" / name)
+            elif found.is_file():
+                (partial / "run" / name).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy(found, partial / "run" / name)
+        launch_config = launch_config_path(run)
+        if launch_config.is_file():
+            shutil.copy(launch_config, partial / "run" / "config.yaml")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -35,6 +35,19 @@ def atomic_paths(*paths: str | os.PathLike) -> Iterator[list[Path]]:
             tmp.unlink(missing_ok=True)
 
 
+@contextlib.contextmanager
+def atomic_folder(folder: str | os.PathLike) -> Iterator[Path]:
+    """Yield `folder`.partial, cleared first, to write a folder's files in; rename it to `folder` only if the block
+    succeeds, so that only a complete folder ever has the final name (a leftover .partial is cleared next time)."""
+    import shutil
+
+    folder = Path(folder)
+    partial = folder.with_name(folder.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    yield partial
+    partial.rename(folder)
+
+
 def check_writable(folder: str | os.PathLike, flag: str) -> None:
     """Refuse `folder` (given by `flag`) unless it is, or can be made, a folder this process may write in.
 

@@ -15,6 +15,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+from rftkit.files import atomic_folder
 from rftkit.inputs import InputError
 from runkit.steps import log, tail
 
@@ -32,10 +33,9 @@ def hf_from_gguf(gguf: Path, out_dir: Path) -> Path:
     # to save: unmarked, the model saves as the plain bf16 one it is (a copy into a fresh model saves the same
     # bytes, seconds later: benchmarks/gguf_conversion.py).
     unmark_quantized(loaded)
-    tmp = out_dir.with_name(out_dir.name + ".partial")
-    tokenizer.save_pretrained(tmp)
-    loaded.save_pretrained(tmp)
-    tmp.rename(out_dir)  # only a complete folder gets the final name
+    with atomic_folder(out_dir) as partial:  # only a complete folder gets the final name
+        tokenizer.save_pretrained(partial)
+        loaded.save_pretrained(partial)
     return out_dir
 
 

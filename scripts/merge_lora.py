@@ -9,12 +9,11 @@ in the base's dtype, with the base's tokenizer; it appears only once complete.
 
 from __future__ import annotations
 
-import shutil
 import sys
 from pathlib import Path
 
 from rftkit.cli import ArgumentParser
-from rftkit.files import check_writable
+from rftkit.files import atomic_folder, check_writable
 from rftkit.inputs import InputError, reports_input_errors
 from rftkit.inputs.model_path import check_model
 from rftkit.lora import check_adapter
@@ -31,13 +30,11 @@ def merge(base: Path, adapter: Path, out: Path) -> Path:
         merged = PeftModel.from_pretrained(model, adapter).merge_and_unload()
     except (ValueError, RuntimeError, KeyError) as exc:  # shapes or layer names that are not the base's
         raise InputError(f"ADAPTER {adapter}: does not fit BASE {base}: {str(exc).splitlines()[0]}") from None
-    partial = out.with_name(out.name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    with torch.no_grad():
-        merged.save_pretrained(partial)
-    if any(base.glob("tokenizer*")):
-        AutoTokenizer.from_pretrained(base).save_pretrained(partial)
-    partial.rename(out)
+    with atomic_folder(out) as partial:
+        with torch.no_grad():
+            merged.save_pretrained(partial)
+        if any(base.glob("tokenizer*")):
+            AutoTokenizer.from_pretrained(base).save_pretrained(partial)
     return out
 
 

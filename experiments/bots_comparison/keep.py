@@ -14,7 +14,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from rftkit.files import gzip_in_place
+from rftkit.files import atomic_folder, gzip_in_place
 from runkit.runs import job_dir, launch_config_path
 
 QUEUE = Path("buffer") / "experience_buffer.jsonl"
@@ -39,25 +39,23 @@ def keep(source: Path, dest: Path) -> None:
         raise SystemExit(f"error: {source}: no checkpoints/<project>/<name>/log folder; a run folder of runs.py?")
     if dest.exists():
         raise SystemExit(f"error: {dest}: exists; keep writes a new folder")
-    partial = dest.with_name(dest.name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    shutil.copytree(source / "after", partial / "after")
-    if (partial / "after" / "episodes.jsonl").is_file():
-        gzip_in_place(partial / "after" / "episodes.jsonl")
-    job_copy = partial / job.relative_to(source)
-    shutil.copytree(job, job_copy, ignore=shutil.ignore_patterns(*LEFT_OUT))
-    launch_config = launch_config_path(job)
-    if launch_config.is_file():  # what the run was launched with, for reports that read its settings
-        shutil.copy(launch_config, job_copy.parent.parent / launch_config.name)
-    (job_copy / QUEUE).parent.mkdir()
-    with open(job / QUEUE) as lines, open(job_copy / QUEUE, "w") as out:
-        out.writelines(slim_experience(line) + "\n" for line in lines if line.strip())
-    gzip_in_place(job_copy / QUEUE)
-    for log in ("train.log", "eval_after.log"):
-        if (source / log).is_file():
-            text = (source / log).read_text(errors="replace").splitlines(keepends=True)
-            (partial / log).write_text("".join(line for line in text if ACCESS_LINE not in line))
-    partial.rename(dest)
+    with atomic_folder(dest) as partial:
+        shutil.copytree(source / "after", partial / "after")
+        if (partial / "after" / "episodes.jsonl").is_file():
+            gzip_in_place(partial / "after" / "episodes.jsonl")
+        job_copy = partial / job.relative_to(source)
+        shutil.copytree(job, job_copy, ignore=shutil.ignore_patterns(*LEFT_OUT))
+        launch_config = launch_config_path(job)
+        if launch_config.is_file():  # what the run was launched with, for reports that read its settings
+            shutil.copy(launch_config, job_copy.parent.parent / launch_config.name)
+        (job_copy / QUEUE).parent.mkdir()
+        with open(job / QUEUE) as lines, open(job_copy / QUEUE, "w") as out:
+            out.writelines(slim_experience(line) + "\n" for line in lines if line.strip())
+        gzip_in_place(job_copy / QUEUE)
+        for log in ("train.log", "eval_after.log"):
+            if (source / log).is_file():
+                text = (source / log).read_text(errors="replace").splitlines(keepends=True)
+                (partial / log).write_text("".join(line for line in text if ACCESS_LINE not in line))
 
 
 def main(argv: list[str] | None = None) -> int:
