@@ -37,13 +37,14 @@ def atomic_paths(*paths: str | os.PathLike) -> Iterator[list[Path]]:
 
 @contextlib.contextmanager
 def atomic_folder(folder: str | os.PathLike) -> Iterator[Path]:
-    """Yield `folder`.partial, cleared first, to write a folder's files in; rename it to `folder` only if the block
+    """Yield `folder`.partial, made empty, to write a folder's files in; rename it to `folder` only if the block
     succeeds, so that only a complete folder ever has the final name (a leftover .partial is cleared next time)."""
     import shutil
 
     folder = Path(folder)
     partial = folder.with_name(folder.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
     yield partial
     partial.rename(folder)
 
