@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gzip
 import json
 import random
 import sys
@@ -42,7 +41,7 @@ from typing import Awaitable, Callable
 
 from rftkit.cli import ArgumentParser, above, step_range
 from rftkit.files import atomic_paths, check_writable, packed_or_plain
-from rftkit.inputs import InputError, reports_input_errors
+from rftkit.inputs import InputError, open_text, reports_input_errors
 from rftkit.reports.tensorboard import EVAL_TIME, ROLLOUT_WAIT, read_points
 from runkit.runs import launch_config
 
@@ -55,7 +54,7 @@ def _queued(run: Path):
     """(step, task, run id, prompt tokens, reply tokens) of each experience in the trainer's queue, in file order
     (gzipped where the run was kept under docs/)."""
     queue = packed_or_plain(run / EXPERIENCES)
-    with (gzip.open if queue.suffix == ".gz" else open)(queue, "rt", encoding="utf-8") as lines:
+    with open_text(queue) as lines:
         for number, line in enumerate(lines, 1):
             try:
                 experience = json.loads(line)

@@ -88,20 +88,23 @@ def ctrl_c_kept():
         signal.signal(signal.SIGINT, signal.default_int_handler if previous is None else previous)
 
 
+def open_text(path: str | Path):
+    """`path` opened to read text, through gzip where its name ends in .gz (how records kept under docs/ are)."""
+    import gzip
+
+    return gzip.open(path, "rt", encoding="utf-8") if str(path).endswith(".gz") else open(path, encoding="utf-8")
+
+
 def read_json(path: Path, lines: bool = False, flag: str | None = None) -> Any:
     """The JSON value in the file at `path` (given by `flag`, if any), or with `lines` the value on each of its
     non-blank lines; an InputError naming the file, and the line, where it cannot be read as such. A name ending
     in .gz is read through gzip."""
-    import gzip
     import json
 
     where = label(path, flag)
     try:
-        if str(path).endswith(".gz"):
-            with gzip.open(path, "rt") as packed:
-                text = packed.read()
-        else:
-            text = Path(path).read_text()
+        with open_text(path) as file:
+            text = file.read()
     except (OSError, UnicodeDecodeError, EOFError) as exc:
         raise InputError(f"{where}: cannot read it as text ({exc})") from None
     values = []
