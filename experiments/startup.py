@@ -97,27 +97,24 @@ def measure(variant: Path, group: int, first_minutes: float = FIRST_MINUTES) -> 
         raise SystemExit(f"error: {run / startup.FILE_NAME}: no start-up timeline")
     zero = entries[0]["at"]
     phases = {entry["phase"]: entry["at"] - zero for entry in entries[1:]}
-    from rftkit.reports.tensorboard import FINISHED_TASKS, MODEL_CALLS, ROLLOUT_WAIT, read_points
+    from rftkit.reports.tensorboard import FINISHED_TASKS, MODEL_CALLS, over_rollout_waits, read_points
 
-    def points(lane: str, tag: str) -> list:
+    def points(lane: str) -> dict:
         try:
-            return read_points(run / "monitor" / "tensorboard" / lane).get(tag, [])
+            return read_points(run / "monitor" / "tensorboard" / lane)
         except FileNotFoundError:
-            return []
+            return {}
 
-    done = [(point.wall_time - zero, point.value * group) for point in points("explorer", FINISHED_TASKS)]
+    explorer, trainer = points("explorer"), points("trainer")
+    done = [(point.wall_time - zero, point.value * group) for point in explorer.get(FINISHED_TASKS, [])]
     first_step = phases.get("first explore step")
     exploring_from = phases.get("first weights sent to the engine", first_step)
     rate = None
     if done and exploring_from is not None and done[-1][0] > exploring_from:
         rate = sum(episodes for _, episodes in done) / (done[-1][0] - exploring_from)
     # model calls a second while the explorer waited for rollouts: what its runners got from the engine
-    waits, tasks, calls = ({p.step: p.value for p in points("explorer", tag)}
-                           for tag in (ROLLOUT_WAIT, FINISHED_TASKS, MODEL_CALLS))
-    rolled = [step for step in waits if step in tasks and step in calls]
-    waited = sum(waits[step] for step in rolled)
-    calls_per_second = sum(calls[s] * tasks[s] * group for s in rolled) / waited if waited else None
-    updates = [point.wall_time for point in points("trainer", UPDATES)]
+    calls_per_second = over_rollout_waits(explorer, MODEL_CALLS, group)
+    updates = [point.wall_time for point in trainer.get(UPDATES, [])]
     idle = None
     if done and exploring_from is not None and (run / gpu_samples.FILE_NAME).is_file():
         used = [s.utilization for s in gpu_samples.read(run / gpu_samples.FILE_NAME)

@@ -31,7 +31,7 @@ from rftkit import gpu_samples
 from rftkit.cli import ArgumentParser, step_range
 from rftkit.files import atomic_paths, check_writable
 from rftkit.inputs import InputError, reports_input_errors
-from rftkit.reports.tensorboard import EVAL_TIME, FINISHED_TASKS, MODEL_CALLS, ROLLOUT_WAIT, read_points
+from rftkit.reports.tensorboard import EVAL_TIME, MODEL_CALLS, ROLLOUT_WAIT, over_rollout_waits, read_points
 from runkit.runs import group_size
 
 # (the trainer's scalar, the phase it times), in the order a step runs them
@@ -102,18 +102,6 @@ def window_spans(trainer: dict, steps: list[int], waits: set[int]) -> list[tuple
     return [span for step in steps for span in trainer_spans(trainer, step, step in waits)]
 
 
-def going_at_once(explorer: dict, since: float, until: float, group: int) -> float | None:
-    """Episodes going at once on average while the explorer waited for its steps' rollouts in [since, until]:
-    each step's episodes times their mean time, over its wait (Little's law)."""
-    by = {tag: {p.step: p for p in explorer.get(tag, [])} for tag in (ROLLOUT_WAIT, FINISHED_TASKS, EPISODE)}
-    steps = [step for step, p in by[ROLLOUT_WAIT].items() if since <= p.wall_time <= until
-             and step in by[FINISHED_TASKS] and step in by[EPISODE]]
-    waited = sum(by[ROLLOUT_WAIT][step].value for step in steps)
-    if not waited:
-        return None
-    return sum(by[FINISHED_TASKS][step].value * group * by[EPISODE][step].value for step in steps) / waited
-
-
 def per_step(explorer: dict, trainer: dict, spans: list, steps: list[int], samples: list,
              group: int | None = None) -> list[tuple]:
     """The table's rows: (what, seconds a trainer step, share of the step's wall time or None, note), from
@@ -152,7 +140,7 @@ def per_step(explorer: dict, trainer: dict, spans: list, steps: list[int], sampl
             if in_window[MODEL_CALLS]:  # a multi-turn episode's calls wait for each other: latency sets its pace
                 calls = mean(in_window[MODEL_CALLS])
                 rows.append(("a model call", model / calls, None, f"{calls:.1f} calls a rollout"))
-        busy = going_at_once(explorer, since, until, group) if group else None
+        busy = over_rollout_waits(explorer, EPISODE, group, since, until) if group else None
         if busy is not None:
             rows.append(("episodes going at once", None, None, f"{busy:.1f} on average while the explorer waited "
                                                                f"for rollouts (episodes x their mean time / the wait)"))

@@ -12,7 +12,7 @@ import pytest
 
 from conftest import REPO
 from rftkit import gpu_samples
-from rftkit.reports.tensorboard import FINISHED_TASKS, ROLLOUT_WAIT, Point
+from rftkit.reports.tensorboard import FINISHED_TASKS, ROLLOUT_WAIT, Point, over_rollout_waits
 
 RUN = REPO / "docs/bots/pair2/random/checkpoints/AgentScope-MathBOTS/math-random"
 spec = importlib.util.spec_from_file_location("step_timeline", REPO / "scripts" / "step_timeline.py")
@@ -68,9 +68,9 @@ def test_episodes_going_at_once_is_episodes_times_their_time_over_the_wait():
               step_timeline.EPISODE: [(1, 0.5), (2, 1.0)]}  # each logged at 100 s x its step
     explorer = {tag: [Point(step, value, 100.0 * step) for step, value in points] for tag, points in series.items()}
     # step 1: 8 tasks x 4 rollouts x 0.5 s = 16 episode-seconds in 10 s; step 2: 32 in 5 s
-    assert step_timeline.going_at_once(explorer, 0, 300, 4) == pytest.approx(48 / 15)
-    assert step_timeline.going_at_once(explorer, 150, 300, 4) == pytest.approx(32 / 5)  # step 2 alone
-    assert step_timeline.going_at_once(explorer, 300, 400, 4) is None
+    assert over_rollout_waits(explorer, step_timeline.EPISODE, 4, 0, 300) == pytest.approx(48 / 15)
+    assert over_rollout_waits(explorer, step_timeline.EPISODE, 4, 150, 300) == pytest.approx(32 / 5)  # step 2 alone
+    assert over_rollout_waits(explorer, step_timeline.EPISODE, 4, 300, 400) is None
 
 
 def test_consecutive_trainer_steps_do_not_overlap():
