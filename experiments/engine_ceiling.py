@@ -41,7 +41,7 @@ from typing import Awaitable, Callable
 
 from rftkit.cli import ArgumentParser, above, step_range
 from rftkit.files import atomic_paths, check_writable, packed_or_plain
-from rftkit.inputs import InputError, open_text, reports_input_errors
+from rftkit.inputs import InputError, open_text, read_json, reports_input_errors
 from rftkit.reports.tensorboard import EVAL_TIME, ROLLOUT_WAIT, read_points
 from runkit.runs import launch_config
 
@@ -351,13 +351,13 @@ def main(argv: list[str] | None = None) -> int:
         kept = args.out / "engine_ceiling.json"
         if not kept.is_file():
             raise InputError(f"--out {args.out}: no engine_ceiling.json to report on (run without --report-only)")
-        result = json.loads(kept.read_text(encoding="utf-8"))
+        result = read_json(kept)
         if result.get("steps") != f"{first}:{last}":
             raise InputError(f"--steps {first}:{last}: {kept} replayed steps {result.get('steps')}")
         result.update(explorer_seconds(args.run, first, last))
         write(args.out, result)
         return 0
-    if not any((args.run / found).is_file() for found in (PIPELINE_INPUT, EXPERIENCES, f"{EXPERIENCES}.gz")):
+    if not ((args.run / PIPELINE_INPUT).is_file() or packed_or_plain(args.run / EXPERIENCES).is_file()):
         raise InputError(f"RUN {args.run}: no {PIPELINE_INPUT} or {EXPERIENCES}; expected a run's folder, "
                          f"<checkpoint dir>/<project>/<name>")
     if args.model is None or not (args.model / "config.json").is_file():
