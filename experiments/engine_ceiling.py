@@ -48,6 +48,9 @@ from runkit.runs import launch_config
 EXPERIENCES = Path("buffer") / "experience_buffer.jsonl"  # the trainer's queue: what the pipeline kept
 PIPELINE_INPUT = Path("buffer") / "explorer_output.db"  # every experience, before the pipeline's operators
 SYNC_GROUP = "explore/time/sync_interval"  # logged at the last step of each sync group
+# The client drops an idle connection this soon, before vLLM's server closes it (VLLM_HTTP_TIMEOUT_KEEP_ALIVE,
+# 5 s): reusing one the server is closing ends its request with httpx.ReadError.
+KEEPALIVE_SECONDS = 2.0
 
 
 def _queued(run: Path):
@@ -169,7 +172,8 @@ def served_seconds(url: str, steps: dict[int, list[list[tuple[int, int]]]], voca
 
     loop = asyncio.new_event_loop()
     # no pool limit: a step's episodes are all in flight at once, more than httpx's default 100 connections
-    client = httpx.AsyncClient(base_url=url, timeout=600, limits=httpx.Limits(max_connections=None))
+    client = httpx.AsyncClient(base_url=url, timeout=600,
+                               limits=httpx.Limits(max_connections=None, keepalive_expiry=KEEPALIVE_SECONDS))
 
     async def complete(prompt: list[int], reply_length: int) -> list[int]:
         response = await client.post("/completions", json={

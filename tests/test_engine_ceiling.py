@@ -193,6 +193,11 @@ def test_the_episode_by_episode_replay_lets_each_episode_go_on_without_waiting_f
     assert second[:6] == first + [1000, 1001] and third[:10] == second + [1002]
 
 
+def test_the_served_client_drops_idle_connections_before_vllms_server_does():
+    vllm_envs = pytest.importorskip("vllm.envs")
+    assert engine_ceiling.KEEPALIVE_SECONDS < vllm_envs.VLLM_HTTP_TIMEOUT_KEEP_ALIVE
+
+
 def test_the_served_replay_asks_the_servers_completions_for_exactly_each_calls_reply():
     steps = {2: [[(4, 2), (9, 1)], [(5, 3)]], 3: [[(6, 2)]]}
     with FakeVLLMServer(lambda body: "") as server:
