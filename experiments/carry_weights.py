@@ -1,0 +1,148 @@
+"""Carry a trained model from one GPU machine to the next, in pieces small enough to bring back a few at a time.
+
+    python -m experiments.carry_weights pack HF_FOLDER OUT [--piece-mib 15] [--as-saved]
+    python -m experiments.carry_weights unpack PIECES MODEL_FOLDER
+
+`pack` writes a checkpoint's Hugging Face folder (`global_step_N/actor/huggingface`) with its floating-point
+weights in bf16, its config and tokenizer files beside them, as one tar cut into numbered pieces, and
+SHA256SUMS. bf16 because that is the precision the rollout engine plays in, at half the size of verl's fp32
+save: about 1 GB for a 0.5B model. The fp32 weights also hold updates smaller than bf16's step (Adam moves a
+weight by about the learning rate, 1e-6, where bf16's step near 0.01 is 6e-5), which add up over later
+updates; `--as-saved` carries them as saved, at twice the size. What is never carried is the optimizer's state
+(Adam's moments, twice the fp32 weights): a run that starts from the carried model starts its optimizer afresh.
+
+`unpack` checks every piece against SHA256SUMS, naming the first one missing or changed, then joins them and
+extracts the folder, which appears whole or not at all.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+from rftkit.cli import ArgumentParser, at_least
+from rftkit.files import atomic_folder, check_writable
+from rftkit.inputs import InputError, reports_input_errors
+
+SUMS = "SHA256SUMS"
+PIECE = "model.tar."  # then a 3-digit number, in order
+
+
+def bf16_folder(source: Path, target: Path) -> None:
+    """`source`'s files in `target`, each safetensors file's floating-point tensors cast to bf16 and the config's
+    dtype saying so."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    for path in sorted(source.iterdir()):
+        if path.suffix == ".safetensors":
+            tensors = {name: t.to(torch.bfloat16) if t.is_floating_point() else t
+                       for name, t in load_file(path).items()}
+            save_file(tensors, target / path.name, metadata={"format": "pt"})
+        elif path.is_file():
+            shutil.copy2(path, target / path.name)
+    config = json.loads((target / "config.json").read_text(encoding="utf-8"))
+    config["dtype"] = "bfloat16"  # transformers 5 reads "dtype"; vLLM serves the config's dtype by default
+    config.pop("torch_dtype", None)
+    (target / "config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
+    index = target / "model.safetensors.index.json"
+    if index.is_file():  # its total size names the fp32 bytes otherwise
+        data = json.loads(index.read_text(encoding="utf-8"))
+        data.setdefault("metadata", {})["total_size"] = sum(
+            t.numel() * t.element_size() for p in target.glob("*.safetensors") for t in load_file(p).values())
+        index.write_text(json.dumps(data, indent=2), encoding="utf-8")
+
+
+def pack(source: Path, out: Path, piece_bytes: int, as_saved: bool = False) -> list[Path]:
+    """The pieces and SHA256SUMS of `source` (as a bf16 folder unless `as_saved`), in the new folder `out`."""
+    if not (source / "config.json").is_file() or not any(source.glob("*.safetensors")):
+        raise InputError(f"HF_FOLDER {source}: expected a Hugging Face model folder (config.json and *.safetensors)")
+    if out.exists():
+        raise InputError(f"OUT {out}: already there; pieces go into a new folder")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=out.parent) as scratch, atomic_folder(out) as partial:
+        staged = Path(scratch) / "model"
+        if as_saved:
+            shutil.copytree(source, staged)
+        else:
+            staged.mkdir()
+            bf16_folder(source, staged)
+        tar = Path(scratch) / "model.tar"
+        with tarfile.open(tar, "w") as archive:
+            archive.add(staged, arcname="model")
+        sums = []
+        with open(tar, "rb") as whole:
+            for number in range(1000):
+                chunk = whole.read(piece_bytes)
+                if not chunk:
+                    break
+                name = f"{PIECE}{number:03d}"
+                (partial / name).write_bytes(chunk)
+                sums.append(f"{hashlib.sha256(chunk).hexdigest()}  {name}\n")
+            else:
+                raise InputError(f"--piece-mib: more than 1000 pieces of {source}; choose larger pieces")
+        (partial / SUMS).write_text("".join(sums), encoding="ascii")
+    return sorted(out.iterdir())
+
+
+def unpack(pieces: Path, model: Path) -> None:
+    """The folder packed into `pieces`, checked piece by piece, as `model`."""
+    sums_file = pieces / SUMS
+    if not sums_file.is_file():
+        raise InputError(f"PIECES {pieces}: no {SUMS} (expected the folder `pack` wrote)")
+    if model.exists():
+        raise InputError(f"MODEL_FOLDER {model}: already there; the model goes into a new folder")
+    names = []
+    for number, line in enumerate(sums_file.read_text(encoding="ascii").splitlines(), 1):
+        digest, _, name = line.partition("  ")
+        piece = pieces / name
+        if not piece.is_file():
+            raise InputError(f"{sums_file}, line {number}: piece {name} is missing from {pieces}")
+        if hashlib.sha256(piece.read_bytes()).hexdigest() != digest:
+            raise InputError(f"{sums_file}, line {number}: piece {name} differs from the one packed "
+                             f"(sha256); bring it again")
+        names.append(name)
+    model.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=model.parent) as scratch, atomic_folder(model) as partial:
+        tar = Path(scratch) / "model.tar"
+        with open(tar, "wb") as whole:
+            for name in names:
+                whole.write((pieces / name).read_bytes())
+        with tarfile.open(tar) as archive:
+            archive.extractall(scratch, filter="data")
+        for path in (Path(scratch) / "model").iterdir():
+            path.rename(partial / path.name)
+
+
+@reports_input_errors
+def main(argv: list[str] | None = None) -> int:
+    parser = ArgumentParser(prog="python -m experiments.carry_weights", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    packing = commands.add_parser("pack", help="a model folder as bf16 pieces")
+    packing.add_argument("source", metavar="HF_FOLDER", type=Path)
+    packing.add_argument("out", metavar="OUT", type=Path, help="a new folder for the pieces and SHA256SUMS")
+    packing.add_argument("--piece-mib", type=at_least(1), default=15, help="MiB a piece (default: %(default)s)")
+    packing.add_argument("--as-saved", action="store_true", help="the weights as saved (fp32 from verl), not bf16")
+    unpacking = commands.add_parser("unpack", help="the pieces, checked, as a model folder")
+    unpacking.add_argument("pieces", metavar="PIECES", type=Path, help="the folder `pack` wrote")
+    unpacking.add_argument("model", metavar="MODEL_FOLDER", type=Path, help="a new folder for the model")
+    args = parser.parse_args(argv)
+    if args.command == "pack":
+        check_writable(args.out.parent, "OUT")
+        made = pack(args.source, args.out, args.piece_mib * 2 ** 20, args.as_saved)
+        print(f"{len(made) - 1} pieces and {SUMS} in {args.out} ({sum(p.stat().st_size for p in made) / 2 ** 20:.0f} "
+              f"MiB)")
+    else:
+        check_writable(args.model.parent, "MODEL_FOLDER")
+        unpack(args.pieces, args.model)
+        print(f"{args.model}: {', '.join(sorted(p.name for p in args.model.iterdir()))}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
