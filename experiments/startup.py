@@ -120,7 +120,7 @@ def measure(variant: Path, group: int, first_minutes: float = FIRST_MINUTES) -> 
         used = [s.utilization for s in gpu_samples.read(run / gpu_samples.FILE_NAME)
                 if exploring_from <= s.at - zero <= done[-1][0]]
         idle = gpu_samples.idle_share(used)
-    return {"phases": phases, "first explore step": first_step,
+    return {"phases": phases, "first explore step": first_step, "cpu": entries[0].get("cpu"),
             "episodes in the first minutes": sum(episodes for t, episodes in done if t <= first_minutes * 60),
             "episodes per second": rate, "explore steps": len(done),
             "updates per minute": (len(updates) - 1) / (updates[-1] - updates[0]) * 60 if len(updates) > 1 else None,
@@ -148,6 +148,7 @@ def report(out: Path, variants: list[str], group: int, first_minutes: float = FI
     lines += [f"| {phase} | " + " | ".join(seconds(results[v]["phases"].get(phase)) for v in variants) + " |"
               for phase in phases]
     lines += ["", "| | " + " | ".join(variants) + " |", "|---|" + "---|" * len(variants),
+              "| the machine's CPU | " + " | ".join(results[v]["cpu"] or "-" for v in variants) + " |",
               "| launch to the first explore step (s) | "
               + " | ".join(seconds(results[v]["first explore step"]) for v in variants) + " |",
               f"| episodes finished in the first {first_minutes:g} minutes | "

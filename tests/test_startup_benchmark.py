@@ -16,12 +16,12 @@ from conftest import dry_run, write_scalars
 LAUNCH = 1_800_000_000.0
 
 
-def recorded_variant(out, name, phases, steps):
+def recorded_variant(out, name, phases, steps, cpu=None):
     """A variant's folder as a launch leaves it: the timeline (seconds after LAUNCH) and the explorer's
     finished tasks per explore step (seconds after LAUNCH, tasks)."""
     run = out / name / "checkpoints" / "AgentScope-FrozenLake" / "frozenlake-grpo"
     (run / "log").mkdir(parents=True)
-    lines = [{"phase": "launch", "at": LAUNCH, "pid": 1}]
+    lines = [{"phase": "launch", "at": LAUNCH, "pid": 1, **({"cpu": cpu} if cpu else {})}]
     lines += [{"phase": phase, "at": LAUNCH + at, "pid": 2} for phase, at in phases.items()]
     (run / startup.FILE_NAME).write_text("".join(json.dumps(line) + "\n" for line in lines))
     write_scalars(run, "explorer", {FINISHED_TASKS: [(i + 1, tasks, LAUNCH + at) for i, (at, tasks) in
@@ -34,8 +34,9 @@ def test_the_report_reads_phases_first_minutes_and_rollout_speed(tmp_path):
                      [(334, 8), (350, 8), (366, 8), (382, 8)])
     recorded_variant(tmp_path, "fast", {"Ray connected": 30, "first weights sent to the engine": 150,
                                         "first explore step": 162},
-                     [(162, 8), (176, 8), (190, 8), (290, 8), (310, 8)])
+                     [(162, 8), (176, 8), (190, 8), (290, 8), (310, 8)], cpu="Example CPU 9000")
     text = bench.report(tmp_path, ["default", "fast"], group=16)
+    assert "| the machine's CPU | - | Example CPU 9000 |" in text  # default: a timeline from before it was kept
     assert "| launch to the first explore step (s) | 334 | 162 |" in text
     # within 300 s of the launch: none of default's steps, four of fast's (8 tasks x 16 rollouts each)
     assert "| episodes finished in the first 5 minutes | 0 | 512 |" in text

@@ -93,6 +93,9 @@ def test_the_launcher_prints_each_phase_another_process_marks_and_stops_at_the_l
     entries = startup.read(path)
     assert [e["phase"] for e in entries] == ["launch", "Ray connected", "rollout engines ready", startup.LAST_PHASE]
     assert entries[0]["pid"] == os.getpid() and entries[2]["pid"] != os.getpid()
+    assert entries[0]["cpus"] == os.cpu_count() and entries[0]["cpu"] == startup.cpu_model()
+    if sys.platform == "linux":
+        assert entries[0]["cpu"]  # the model name /proc/cpuinfo gives
     assert json.loads(path.read_text().splitlines()[0])["at"] == timeline.zero
 
 
