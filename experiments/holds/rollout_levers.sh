@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# One GPU hold of the rollout levers not yet measured, then the trainer settings never read on a GPU:
+#   bash experiments/holds/rollout_levers.sh MODEL OUT [MINUTES]
+# MODEL: the GGUF or a model folder. Each lever is a FrozenLake launch at the learning run's sizes, MINUTES
+# (default 4) from its launch, one after the other against the default: 16 maps x 8 rollouts a step
+# instead of 8 x 16 (batch and group sizes), a step without its slowest map (explorer.over_rollout), and
+# Trinity's fully_async mode (no evaluation set: Trinity refuses one with it). 3-minute launches made only 4 to
+# 6 explore steps on the H100 of docs/results/2026-12-06-h100-served-ceiling-sync-levers.md.
+# Each command's exit is printed as "<name> rc=N", so that a poll sees how far the hold got.
+set -uo pipefail
+model="${1:?usage: rollout_levers.sh MODEL OUT [MINUTES]}"; out="${2:?OUT}"; minutes="${3:-4}"
+[ -f data/frozenlake/train.parquet ] || python3 scripts/get_frozenlake_data.py --map_max_size 6
+python3 -m experiments.startup "$model" --out "$out/levers" --data data/frozenlake --minutes "$minutes" \
+  --variant default \
+  --variant maps16=buffer.batch_size=16,algorithm.repeat_times=8 \
+  --variant over8=explorer.over_rollout.ratio=0.125,explorer.over_rollout.wait_after_min=0 \
+  --variant fullasync=synchronizer.sync_style=fully_async,buffer.explorer_input.eval_tasksets=[]
+echo "levers rc=$?"
+python3 -m experiments.trainer_speed math --out "$out/trainer" --tokenizer "$out/levers/model" \
+  --settings liger-fused liger-fused-no-ckpt liger-fused-no-reshard liger-fused-adamw liger-fused-fsdp1
+echo "trainer rc=$?"
