@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
 # One GPU hold of the long FrozenLake run, which the next hold continues on a fresh machine:
-#   bash experiments/holds/frozenlake_long.sh MODEL BEFORE OUT MINUTES
+#   bash experiments/holds/frozenlake_long.sh MODEL BEFORE OUT MINUTES CARRY
 # MODEL: the GGUF (first hold) or the folder the previous hold's weights were unpacked into
 #   (python -m experiments.carry_weights unpack PIECES FOLDER);
 # BEFORE: MODEL's evaluation on the same test maps and seeds (docs/learning/base/before for the base model,
 #   the previous hold's <out>/after for a continuation), so that no minute goes to evaluating it again.
 # The run's settings are the LoRA sweep's whole-model run's (docs/results/2026-12-06-h100-frozenlake-lora-sweep.md)
 # with a sync every 2 steps, the lever that halved a trainer step
-# (docs/results/2026-12-06-h100-served-ceiling-sync-levers.md). The last checkpoint's weights end in <out>/carry,
-# bf16 pieces of 15 MiB to bring back; the optimizer's state stays behind.
+# (docs/results/2026-12-06-h100-served-ceiling-sync-levers.md). The last checkpoint's weights end in CARRY, a new
+# folder outside OUT (so that packing OUT's reports leaves them out), as bf16 pieces of 15 MiB to bring back a
+# few at a time; the optimizer's state stays behind.
 set -euo pipefail
-model="${1:?usage: frozenlake_long.sh MODEL BEFORE OUT MINUTES}"; before="${2:?BEFORE}"; out="${3:?OUT}"
-minutes="${4:?MINUTES}"
+model="${1:?usage: frozenlake_long.sh MODEL BEFORE OUT MINUTES CARRY}"; before="${2:?BEFORE}"; out="${3:?OUT}"
+minutes="${4:?MINUTES}"; carry="${5:?CARRY}"
 mkdir -p "$out"
 cp -r "$before" "$out/before"
 python3 -m experiments.frozenlake_learning "$model" --out "$out" --data data/frozenlake --minutes "$minutes" \
@@ -20,4 +21,4 @@ python3 -m experiments.frozenlake_learning "$model" --out "$out" --data data/fro
   --set synchronizer.sync_interval=2
 trained=$(python3 -c "import sys; from pathlib import Path; from runkit.runs import last_checkpoint
 print(last_checkpoint(Path(sys.argv[1])))" "$out/checkpoints")
-python3 -m experiments.carry_weights pack "$trained" "$out/carry"
+python3 -m experiments.carry_weights pack "$trained" "$carry"
