@@ -8,8 +8,8 @@ The process that finishes a phase appends one JSON line to `<checkpoint job dir>
 The launcher marks its own phases (`mark`); in every worker, `marks_ends` (patch `startup.timeline`) wraps
 the Trinity-RFT 0.6.0 coroutines whose end is a phase.
 `Timeline` follows the file and prints each phase as it arrives. Its first line, the launch, also names the
-machine's CPU and its count (`cpu`, `cpus`): the same command's rollouts ran at 0.11 s a model call on one
-H100 machine and 0.18 s on another, and the card's name alone does not tell those machines apart.
+machine's CPU and its count (`cpu`, `cpus`): hosts of the same GPU differ in rollout speed, and the card's name
+alone does not tell them apart.
 """
 
 from __future__ import annotations
