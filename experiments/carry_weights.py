@@ -122,9 +122,11 @@ def unpack(pieces: Path, model: Path) -> None:
 @reports_input_errors
 def main(argv: list[str] | None = None) -> int:
     parser = ArgumentParser(prog="python -m experiments.carry_weights", description=__doc__)
-    commands = parser.add_subparsers(dest="command", required=True)
+    commands = parser.add_subparsers(dest="command", required=True, help="pack on the machine that trained, "
+                                     "unpack on the next")
     packing = commands.add_parser("pack", help="a model folder as bf16 pieces")
-    packing.add_argument("source", metavar="HF_FOLDER", type=Path)
+    packing.add_argument("source", metavar="HF_FOLDER", type=Path,
+                         help="a checkpoint's Hugging Face folder, global_step_N/actor/huggingface")
     packing.add_argument("out", metavar="OUT", type=Path, help="a new folder for the pieces and SHA256SUMS")
     packing.add_argument("--piece-mib", type=at_least(1), default=15, help="MiB a piece (default: %(default)s)")
     packing.add_argument("--as-saved", action="store_true", help="the weights as saved (fp32 from verl), not bf16")
