@@ -1,14 +1,16 @@
 """FrozenLake with a real model on GPUs: evaluate it, train it, evaluate the result, draw both.
 
     python -m experiments.frozenlake_learning MODEL --out outputs/learning --minutes 12 [--steps N] \\
-        [--batch 32 --group 16 --lr 1e-6] [--lora RANK] [--data data/frozenlake] [--repeats 4] [--set KEY=VALUE ...]
+        [--batch 32 --group 16 --lr 1e-6] [--lora RANK] [--selector random] [--data data/frozenlake] [--repeats 4] \\
+        [--set KEY=VALUE ...]
 
 MODEL is a Hugging Face model folder, or a GGUF file, which transformers turns into one
 (dequantized to bf16) in <out>/model first. The steps, in order, each on all of the machine's GPUs:
 
 1. serve MODEL with vLLM's OpenAI-compatible server and run `scripts/evaluate.py --model openai`
    on the test split (success rate with its interval, invalid-action rate, by map size);
-2. train it with `configs/frozenlake.yaml` through `frozenlake/main.py` (batch, group
+2. train it with `configs/frozenlake.yaml` (with `--selector difficulty`, `configs/frozenlake_difficulty.yaml`:
+   BOTS picks the maps) through `frozenlake/main.py` (batch, group
    and learning rate from the flags, a LoRA adapter instead of the whole model with --lora (rftkit.lora's
    defaults but the rank), anything else with --set), for --steps explore steps, or for
    --minutes of wall time from the launch: then the run is interrupted as Ctrl-C would, and the
@@ -52,11 +54,12 @@ from runkit.training_flags import check_model_and_length, require_cuda
 
 from rftkit.example import REPO  # the checkout's root
 
-# The rollouts' success, invalid moves and episode length; and the policy version the trainer's batch
-# was sampled from, which shows how far training lags the rollouts (one experience per move means an
+# The rollouts' success, invalid moves and episode length; the share of a step's groups whose rollouts all
+# scored alike, which GRPO learns nothing from (Trinity skips them); and the policy version the trainer's
+# batch was sampled from, which shows how far training lags the rollouts (one experience per move means an
 # explore step makes several trainer batches).
 CURVES = ["rollout/success/mean", "rollout/invalid_actions/mean", "rollout/env_steps/mean",
-          "sample/model_version/mean"]
+          "experience_pipeline/skipped_group_ratio", "sample/model_version/mean"]
 
 
 def train_command(model: Path, data: Path, checkpoints: Path, args: argparse.Namespace) -> list[str]:
@@ -73,8 +76,8 @@ def train_command(model: Path, data: Path, checkpoints: Path, args: argparse.Nam
         settings.update({"trainer.save_interval": args.save_every, "trainer.max_checkpoints_to_keep": 2,
                          **({} if args.lora else {"trainer.save_hf_checkpoint": "always"})})
     settings.update(lora.overrides(args.lora, None, None))
-    return launch_command(FROZENLAKE, model=model, checkpoints=checkpoints, data={"train": data, "eval": data},
-                          attn=args.attn, settings=settings, extra=args.set)
+    return launch_command(FROZENLAKE, model=model, checkpoints=checkpoints, config=FROZENLAKE.configs[args.selector],
+                          data={"train": data, "eval": data}, attn=args.attn, settings=settings, extra=args.set)
 
 
 def draw_curves(out: Path) -> None:
@@ -108,6 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lr", type=above(0), default=1e-6, help="learning rate (default: %(default)s)")
     parser.add_argument("--lora", type=at_least(1), metavar="RANK",
                         help="train a LoRA adapter of this rank (alpha and layers: the launcher's defaults)")
+    parser.add_argument("--selector", choices=sorted(FROZENLAKE.configs), default=FROZENLAKE.default_selector,
+                        help="how training picks its maps: the config of that task selector (default: %(default)s)")
     parser.add_argument("--repeats", type=at_least(1), default=4, help="evaluation episodes per test map")
     parser.add_argument("--max-tokens", type=at_least(1), default=2048, help="tokens per reply, as in training")
     parser.add_argument("--max-model-len", type=at_least(1), default=25600, help="vLLM context, as in training")
@@ -149,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.time()
 
     model = model_folder(args.model, out / "model")
-    flags = engine_flags(FROZENLAKE.config_path(), model)
+    flags = engine_flags(FROZENLAKE.config_path(args.selector), model)
     if not args.skip_before:
         with vllm_server(model, model, out / "serve_before.log", args.max_model_len, flags) as url:
             log(f"evaluating {model} (served at {url})")

@@ -49,7 +49,7 @@ def train_dry_run(args, tmp_path, sample_work):
 
 def test_the_training_launch_passes_trinitys_checker(sample_work, tmp_path):
     args = argparse.Namespace(steps=40, minutes=None, batch=8, group=8, lr=2e-6, set=["explorer.runner_per_model=8"],
-                              attn=None, lora=None)
+                              attn=None, lora=None, selector="random")
     out = train_dry_run(args, tmp_path, sample_work)
     assert "group 8, batch 8 tasks (1024 experiences), lr 2e-06" in out  # the config's train batch
     assert "runners/engine 8" in out and "every 40 steps" in out
@@ -57,9 +57,18 @@ def test_the_training_launch_passes_trinitys_checker(sample_work, tmp_path):
     assert "rollout(s) per task, every 1000000 steps\n" in out
 
 
+def test_the_difficulty_selector_launches_bots_on_the_maps_reference_pass_rates(sample_work, tmp_path):
+    args = argparse.Namespace(steps=40, minutes=None, batch=8, group=8, lr=1e-6, set=[], attn=None, lora=None,
+                              selector="difficulty")
+    command = learning.train_command(tmp_path / "model", tmp_path / "data", tmp_path / "ckpt", args)
+    assert command[command.index("--config") + 1] == "configs/frozenlake_difficulty.yaml"
+    out = train_dry_run(args, tmp_path, sample_work)
+    assert "difficulty_based" in out and "group 8, batch 8 tasks" in out
+
+
 def test_a_timed_launch_keeps_recent_checkpoints_with_hf_weights(sample_work, tmp_path):
     args = argparse.Namespace(steps=None, minutes=12, save_every=10, batch=8, group=8, lr=1e-6, set=[], attn=None,
-                              lora=None)
+                              lora=None, selector="random")
     command = learning.train_command(tmp_path / "model", tmp_path / "data", tmp_path / "ckpt", args)
     assert not any("buffer.total_steps" in part for part in command)  # the time budget decides
     assert {"--set=trainer.save_interval=10", '--set=trainer.save_hf_checkpoint="always"',
@@ -71,7 +80,7 @@ def test_a_lora_launch_trains_an_adapter_and_keeps_no_hf_copies(sample_work, tmp
     from transformers import AutoConfig
 
     args = argparse.Namespace(steps=None, minutes=12, save_every=10, batch=8, group=8, lr=1e-5, set=[], attn=None,
-                              lora=8)
+                              lora=8, selector="random")
     AutoConfig.for_model("qwen2", hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
                          num_key_value_heads=2, vocab_size=1000,
                          architectures=["Qwen2ForCausalLM"]).save_pretrained(tmp_path / "model")
@@ -268,5 +277,7 @@ def test_a_training_that_fails_still_leaves_its_curves_and_stops_the_script_with
         learning.main([str(tmp_path / "model"), "--out", str(tmp_path / "out"), "--data", str(frozenlake_data),
                        "--minutes", "1", "--skip-before"])  # made already; the other test covers the data step
     assert (tmp_path / "out" / "curves.png").stat().st_size > 1000
-    assert "rollout/success/mean | trained | 0.3000 (3)" in (tmp_path / "out" / "curves.md").read_text()
+    curves = (tmp_path / "out" / "curves.md").read_text()
+    assert "rollout/success/mean | trained | 0.3000 (3)" in curves
+    assert "experience_pipeline/skipped_group_ratio | trained | 0.3000 (3)" in curves
     assert not (tmp_path / "out" / "after").exists()
