@@ -26,7 +26,7 @@ import tempfile
 from pathlib import Path
 
 from rftkit.cli import ArgumentParser, at_least
-from rftkit.files import atomic_folder, check_writable
+from rftkit.files import check_writable
 from rftkit.inputs import InputError, reports_input_errors
 
 SUMS = "SHA256SUMS"
@@ -65,28 +65,27 @@ def pack(source: Path, out: Path, piece_bytes: int, as_saved: bool = False) -> l
     if out.exists():
         raise InputError(f"OUT {out}: already there; pieces go into a new folder")
     out.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=out.parent) as scratch, atomic_folder(out) as partial:
-        staged = Path(scratch) / "model"
+    # everything is made in a scratch folder beside `out` and renamed to it at the end: a failure leaves no `out`
+    with tempfile.TemporaryDirectory(dir=out.parent) as scratch:
+        staged, pieces, tar = Path(scratch) / "model", Path(scratch) / "pieces", Path(scratch) / "model.tar"
         if as_saved:
             shutil.copytree(source, staged)
         else:
             staged.mkdir()
             bf16_folder(source, staged)
-        tar = Path(scratch) / "model.tar"
         with tarfile.open(tar, "w") as archive:
             archive.add(staged, arcname="model")
+        if tar.stat().st_size > 1000 * piece_bytes:
+            raise InputError(f"--piece-mib: more than 1000 pieces of {source}; choose larger pieces")
+        pieces.mkdir()
         sums = []
         with open(tar, "rb") as whole:
-            for number in range(1000):
-                chunk = whole.read(piece_bytes)
-                if not chunk:
-                    break
+            for number, chunk in enumerate(iter(lambda: whole.read(piece_bytes), b"")):
                 name = f"{PIECE}{number:03d}"
-                (partial / name).write_bytes(chunk)
+                (pieces / name).write_bytes(chunk)
                 sums.append(f"{hashlib.sha256(chunk).hexdigest()}  {name}\n")
-            else:
-                raise InputError(f"--piece-mib: more than 1000 pieces of {source}; choose larger pieces")
-        (partial / SUMS).write_text("".join(sums), encoding="ascii")
+        (pieces / SUMS).write_text("".join(sums), encoding="ascii")
+        pieces.rename(out)
     return sorted(out.iterdir())
 
 
@@ -108,15 +107,14 @@ def unpack(pieces: Path, model: Path) -> None:
                              f"(sha256); bring it again")
         names.append(name)
     model.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=model.parent) as scratch, atomic_folder(model) as partial:
+    with tempfile.TemporaryDirectory(dir=model.parent) as scratch:  # renamed to `model` only once whole
         tar = Path(scratch) / "model.tar"
         with open(tar, "wb") as whole:
             for name in names:
                 whole.write((pieces / name).read_bytes())
         with tarfile.open(tar) as archive:
             archive.extractall(scratch, filter="data")
-        for path in (Path(scratch) / "model").iterdir():
-            path.rename(partial / path.name)
+        (Path(scratch) / "model").rename(model)
 
 
 @reports_input_errors

@@ -71,3 +71,9 @@ def test_the_command_refuses_a_folder_that_is_not_a_model_before_writing(tmp_pat
         carry_weights.main(["pack", str(tmp_path / "empty"), str(tmp_path / "pieces")])
     assert stopped.value.code == 2 and "expected a Hugging Face model folder" in str(stopped.value)
     assert not (tmp_path / "pieces").exists()
+
+
+def test_too_many_pieces_are_refused_and_leave_nothing_behind(checkpoint, tmp_path):
+    with pytest.raises(carry_weights.InputError, match="more than 1000 pieces"):
+        carry_weights.pack(checkpoint, tmp_path / "out" / "pieces", piece_bytes=1)
+    assert list((tmp_path / "out").iterdir()) == []
