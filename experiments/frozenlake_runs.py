@@ -10,8 +10,9 @@ only: success before and after (after with its 95% interval), the maps where aft
 less often with a two-sided sign test, a random walk's expected rate on the same maps and after's multiple of
 it, a safe walk's expected rate (one that never steps off the grid or into a hole: `frozenlake.reference`), the
 invalid-action rate before and after, how episodes ended, how often a move went into a hole next to the agent
-when a safe tile was there too, and success by map size. Writes runs.md (returned and printed) and runs.png
-(bars: before, after, a random walk and a safe walk for each run; lines: after minus before by map size) to DIR.
+when a safe tile was there too, how often a move took it one step closer to the goal, and success by map size.
+Writes runs.md (returned and printed) and runs.png (bars: before, after, a random walk and a safe walk for each
+run; lines: after minus before by map size) to DIR.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from frozenlake.report import goals, hole_choices, map_by_map, seen_maps, summarize
+from frozenlake.report import goal_choices, goals, hole_choices, map_by_map, seen_maps, summarize
 from frozenlake.reference import WEAK, safe_walk_pass_rate
 from rftkit.cli import ArgumentParser, labelled_path
 from rftkit.files import atomic_paths, check_writable
@@ -46,7 +47,8 @@ def unseen(out: Path, train: Path | None) -> dict:
              "safe walk": {uid: safe_walk_pass_rate(task) for uid, task in tasks.items()}}
     result = {"maps": len(tasks), "before": summarize(first), "after": summarize(second), "better": better,
               "worse": worse, "p": sign_test(better, worse),
-              "hole choices": {"before": hole_choices(first), "after": hole_choices(second)}}
+              "hole choices": {"before": hole_choices(first), "after": hole_choices(second)},
+              "goal choices": {"before": goal_choices(first), "after": goal_choices(second)}}
     for name, rates in walks.items():
         by_size: dict[int, list[float]] = {}
         for uid, rate in rates.items():
@@ -84,6 +86,15 @@ def markdown(runs: dict[str, dict]) -> str:
         lines.append(f"| {name} | - | - | - |" if first is None or second is None else
                      f"| {name} | {first['moves']} -> {second['moves']} | {first['into a hole']:.3f} -> "
                      f"{second['into a hole']:.3f} | {first['uniform choice']:.3f} -> {second['uniform choice']:.3f} |")
+    lines += ["", "Moves one step closer to the goal along a route without holes, of the valid moves from a tile the "
+              "goal can be reached from (before -> after; a uniform choice of the four moves; a shortest-route "
+              "policy: 1):", "",
+              "| run | moves, before -> after | closer, before -> after | uniform choice |", "|---|---|---|---|"]
+    for name, r in runs.items():
+        first, second = (r["goal choices"][part] for part in ("before", "after"))
+        lines.append(f"| {name} | - | - | - |" if first is None or second is None else
+                     f"| {name} | {first['moves']} -> {second['moves']} | {first['closer']:.3f} -> "
+                     f"{second['closer']:.3f} | {first['uniform choice']:.3f} -> {second['uniform choice']:.3f} |")
     sizes = sorted({int(s) for r in runs.values() for s in r["random walk by size"]})
     lines += ["", "Success by map size on the unseen maps, after (before; a random walk's and a safe walk's expected "
               "rates):", "",

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from frozenlake.agent import FrozenLakeAgent
 from frozenlake.data import layout
-from frozenlake.maps import ACTIONS, find, neighbours
+from frozenlake.maps import ACTIONS, distances_to_goal, find, neighbours
 from frozenlake.policies import OracleModel, RandomModel, grid_from_prompt
 from frozenlake.reference import WEAK
 from frozenlake.workflow import end_reason, run_frozen_lake
@@ -56,23 +56,51 @@ def summarize(episodes: list[dict]) -> dict:
     }
 
 
+def _valid_moves(episodes: list[dict]):
+    """(the grid the turn showed, the agent's tile, the valid move it made) for each kept turn."""
+    for episode in episodes:
+        for turn in episode.get("turns") or []:
+            if turn["action"] is not None:
+                grid = grid_from_prompt(turn["prompt"])
+                yield grid, find(grid, "S"), turn["action"]
+
+
 def hole_choices(episodes: list[dict]) -> dict | None:
     """Whether the agent reads the tiles next to it: over its valid moves from a tile with a hole next to it and a
     tile it could step to safely, the share that went into a hole, beside a uniform choice of the four moves'
     expected share there. None where no episode kept its turns."""
     moves = into = expected = 0
-    for episode in episodes:
-        for turn in episode.get("turns") or []:
-            if turn["action"] is None:
-                continue
-            grid = grid_from_prompt(turn["prompt"])
-            near = dict(neighbours(grid, find(grid, "S")))
-            holes = [action for action, (row, col) in near.items() if grid[row][col] == "H"]
-            if holes and len(holes) < len(near):
-                moves += 1
-                into += turn["action"] in holes
-                expected += len(holes) / len(ACTIONS)
+    for grid, here, action in _valid_moves(episodes):
+        near = dict(neighbours(grid, here))
+        holes = [move for move, (row, col) in near.items() if grid[row][col] == "H"]
+        if holes and len(holes) < len(near):
+            moves += 1
+            into += action in holes
+            expected += len(holes) / len(ACTIONS)
     return {"moves": moves, "into a hole": into / moves, "uniform choice": expected / moves} if moves else None
+
+
+def goal_choices(episodes: list[dict]) -> dict | None:
+    """Whether the agent finds the route: over its valid moves from a tile the goal can be reached from without a
+    hole, the share that took it one step closer along such a route, beside a uniform choice of the four moves'
+    expected share (a shortest-route policy: 1). None where no episode kept its turns."""
+    moves = closer = expected = 0
+    for grid, here, action in _valid_moves(episodes):
+        distance = distances_to_goal(grid)
+        if here not in distance:
+            continue
+        ahead = [move for move, cell in neighbours(grid, here) if distance.get(cell, distance[here]) < distance[here]]
+        moves += 1
+        closer += action in ahead
+        expected += len(ahead) / len(ACTIONS)
+    return {"moves": moves, "closer": closer / moves, "uniform choice": expected / moves} if moves else None
+
+
+def move_shares(episodes: list[dict]) -> dict[str, float] | None:
+    """Each direction's share of the valid moves made: a policy that favours one whatever the grid shows is not
+    reading it. None where no episode kept its turns."""
+    made = [turn["action"] for episode in episodes for turn in episode.get("turns") or [] if turn["action"]]
+    return {action: made.count(action) / len(made) for action in ACTIONS} if made else None
 
 
 def _fmt(value: float | None) -> str:
@@ -225,6 +253,17 @@ def compare(before_dir: Path, after_dir: Path, out: Path, train: Path | None = N
                       f"{first['into a hole']:.3f} of {first['moves']} before, {second['into a hole']:.3f} of "
                       f"{second['moves']} after (a uniform choice of the four moves: {first['uniform choice']:.3f} "
                       f"and {second['uniform choice']:.3f}; a safe walk: 0)."]
+    routes = [goal_choices(e) for e in episodes]
+    if None not in routes:  # whether the agent finds the route
+        first, second = routes
+        table += ["", f"Moves one step closer to the goal along a route without holes: {first['closer']:.3f} of "
+                      f"{first['moves']} before, {second['closer']:.3f} of {second['moves']} after (a uniform choice "
+                      f"of the four moves: {first['uniform choice']:.3f} and {second['uniform choice']:.3f}; a "
+                      f"shortest-route policy: 1)."]
+    shares = [move_shares(e) for e in episodes]
+    if None not in shares:
+        table += ["", "Valid moves by direction, before -> after: " + ", ".join(
+            f"{action} {shares[0][action]:.2f} -> {shares[1][action]:.2f}" for action in ACTIONS) + "."]
     if seen is None:
         table += ["", "Not compared with a training split: these figures include any map whose layout training saw."]
     else:

@@ -13,7 +13,7 @@ from conftest import REPO
 from experiments import frozenlake_runs
 from frozenlake.data import SCHEMA, draw_tasks, layout
 from frozenlake.reference import safe_walk_pass_rate
-from frozenlake.report import hole_choices
+from frozenlake.report import goal_choices, hole_choices, move_shares
 from rftkit.reports.evaluation import SEEN
 
 SWEEP = REPO / "docs/learning/sweep1"
@@ -66,7 +66,7 @@ def test_only_the_unseen_maps_count(tmp_path):
     # the three unseen maps' episodes: before, three holes (the fixture's failures); after, two goals and a hole
     table = frozenlake_runs.markdown({"r": result})
     assert "| r | 0 -> 2 | 3 -> 1 | 0 -> 0 | 0 -> 0 |" in table
-    assert "| r | - | - | - |" in table  # the fixture's episodes kept no turns: nothing to say of the holes
+    assert table.count("| r | - | - | - |") == 2  # the fixture's episodes kept no turns: nothing on holes or route
 
 
 def test_a_move_into_a_hole_counts_where_a_safe_tile_was_next_to_the_agent_too():
@@ -80,6 +80,14 @@ def test_a_move_into_a_hole_counts_where_a_safe_tile_was_next_to_the_agent_too()
                 {"turns": []}]
     assert hole_choices(episodes) == {"moves": 2, "into a hole": 0.5, "uniform choice": 0.25}
     assert hole_choices([{"task": {}}]) is None
+    # closer to G without a hole: from beside the hole only Down is (Right is the hole); on the open grid Down and
+    # Right both are; walled in by holes, G cannot be reached: not counted
+    assert goal_choices(episodes) == {"moves": 3, "closer": pytest.approx(2 / 3),
+                                      "uniform choice": pytest.approx((1 / 4 + 1 / 4 + 2 / 4) / 3)}
+    assert goal_choices([{"task": {}}]) is None
+    # every valid move, counted by direction, hole or not; the invalid one (None) left out
+    assert move_shares(episodes) == {"Left": 0.0, "Down": 0.5, "Right": 0.5, "Up": 0.0}
+    assert move_shares([{"task": {}}]) is None
 
 
 def test_a_run_without_seen_flags_needs_its_training_split(tmp_path, capsys):
