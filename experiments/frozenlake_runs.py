@@ -78,23 +78,20 @@ def markdown(runs: dict[str, dict]) -> str:
         other = [sum(n for reason, n in e.items() if reason not in ENDS) for e in ends]
         lines.append(f"| {name} | " + " | ".join(f"{ends[0].get(reason, 0)} -> {ends[1].get(reason, 0)}"
                                                 for reason in ENDS) + f" | {other[0]} -> {other[1]} |")
-    lines += ["", "Moves into a hole next to the agent, of its valid moves from a tile with a hole next to it and a "
-              "safe tile to step to (before -> after; a uniform choice of the four moves, a safe walk never):", "",
-              "| run | moves, before -> after | into a hole, before -> after | uniform choice |", "|---|---|---|---|"]
-    for name, r in runs.items():
-        first, second = (r["hole choices"][part] for part in ("before", "after"))
-        lines.append(f"| {name} | - | - | - |" if first is None or second is None else
-                     f"| {name} | {first['moves']} -> {second['moves']} | {first['into a hole']:.3f} -> "
-                     f"{second['into a hole']:.3f} | {first['uniform choice']:.3f} -> {second['uniform choice']:.3f} |")
-    lines += ["", "Moves one step closer to the goal along a route without holes, of the valid moves from a tile the "
-              "goal can be reached from (before -> after; a uniform choice of the four moves; a shortest-route "
-              "policy: 1):", "",
-              "| run | moves, before -> after | closer, before -> after | uniform choice |", "|---|---|---|---|"]
-    for name, r in runs.items():
-        first, second = (r["goal choices"][part] for part in ("before", "after"))
-        lines.append(f"| {name} | - | - | - |" if first is None or second is None else
-                     f"| {name} | {first['moves']} -> {second['moves']} | {first['closer']:.3f} -> "
-                     f"{second['closer']:.3f} | {first['uniform choice']:.3f} -> {second['uniform choice']:.3f} |")
+    readings = (("hole choices", "into a hole", "Moves into a hole next to the agent, of its valid moves from a tile "
+                 "with a hole next to it and a safe tile to step to (before -> after; a uniform choice of the four "
+                 "moves, a safe walk never):"),
+                ("goal choices", "closer", "Moves one step closer to the goal along a route without holes, of the "
+                 "valid moves from a tile the goal can be reached from (before -> after; a uniform choice of the four "
+                 "moves; a shortest-route policy: 1):"))
+    for key, share, intro in readings:
+        lines += ["", intro, "", f"| run | moves, before -> after | {share}, before -> after | uniform choice |",
+                  "|---|---|---|---|"]
+        for name, r in runs.items():
+            first, second = (r[key][part] for part in ("before", "after"))
+            lines.append(f"| {name} | - | - | - |" if first is None or second is None else
+                         f"| {name} | {first['moves']} -> {second['moves']} | {first[share]:.3f} -> "
+                         f"{second[share]:.3f} | {first['uniform choice']:.3f} -> {second['uniform choice']:.3f} |")
     sizes = sorted({int(s) for r in runs.values() for s in r["random walk by size"]})
     lines += ["", "Success by map size on the unseen maps, after (before; a random walk's and a safe walk's expected "
               "rates):", "",

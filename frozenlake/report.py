@@ -246,20 +246,16 @@ def compare(before_dir: Path, after_dir: Path, out: Path, train: Path | None = N
         table.append(f"| {name} | " + " | ".join(cells) + " |")
     table += ["", f"Map by map (same maps, same seeds): after reached the goal more often on {better} maps, "
                   f"less often on {worse}, as often on {same}; two-sided sign test p = {p_value:.2g}."]
-    choices = [hole_choices(e) for e in episodes]
-    if None not in choices:  # whether the agent reads the tiles next to it
-        first, second = choices
-        table += ["", f"Moves into a hole next to the agent, where a safe tile was next to it too: "
-                      f"{first['into a hole']:.3f} of {first['moves']} before, {second['into a hole']:.3f} of "
-                      f"{second['moves']} after (a uniform choice of the four moves: {first['uniform choice']:.3f} "
-                      f"and {second['uniform choice']:.3f}; a safe walk: 0)."]
-    routes = [goal_choices(e) for e in episodes]
-    if None not in routes:  # whether the agent finds the route
-        first, second = routes
-        table += ["", f"Moves one step closer to the goal along a route without holes: {first['closer']:.3f} of "
-                      f"{first['moves']} before, {second['closer']:.3f} of {second['moves']} after (a uniform choice "
-                      f"of the four moves: {first['uniform choice']:.3f} and {second['uniform choice']:.3f}; a "
-                      f"shortest-route policy: 1)."]
+    readings = (("Moves into a hole next to the agent, where a safe tile was next to it too", hole_choices,
+                 "into a hole", "a safe walk: 0"),
+                ("Moves one step closer to the goal along a route without holes", goal_choices, "closer",
+                 "a shortest-route policy: 1"))
+    for sentence, reading, share, ideal in readings:  # whether the agent reads the tiles next to it, and the route
+        first, second = (reading(e) for e in episodes)
+        if first and second:
+            table += ["", f"{sentence}: {first[share]:.3f} of {first['moves']} before, {second[share]:.3f} of "
+                          f"{second['moves']} after (a uniform choice of the four moves: {first['uniform choice']:.3f} "
+                          f"and {second['uniform choice']:.3f}; {ideal})."]
     shares = [move_shares(e) for e in episodes]
     if None not in shares:
         table += ["", "Valid moves by direction, before -> after: " + ", ".join(
