@@ -39,11 +39,13 @@ def bf16_folder(source: Path, target: Path) -> None:
     import torch
     from safetensors.torch import load_file, save_file
 
+    stored = 0  # the bytes of every tensor written
     for path in sorted(source.iterdir()):
         if path.suffix == ".safetensors":
             tensors = {name: t.to(torch.bfloat16) if t.is_floating_point() else t
                        for name, t in load_file(path).items()}
             save_file(tensors, target / path.name, metadata={"format": "pt"})
+            stored += sum(t.numel() * t.element_size() for t in tensors.values())
         elif path.is_file():
             shutil.copy2(path, target / path.name)
     config = json.loads((target / "config.json").read_text(encoding="utf-8"))
@@ -53,8 +55,7 @@ def bf16_folder(source: Path, target: Path) -> None:
     index = target / "model.safetensors.index.json"
     if index.is_file():  # its total size names the fp32 bytes otherwise
         data = json.loads(index.read_text(encoding="utf-8"))
-        data.setdefault("metadata", {})["total_size"] = sum(
-            t.numel() * t.element_size() for p in target.glob("*.safetensors") for t in load_file(p).values())
+        data.setdefault("metadata", {})["total_size"] = stored
         index.write_text(json.dumps(data, indent=2), encoding="utf-8")
 
 

@@ -190,9 +190,7 @@ def served_seconds(url: str, steps: dict[int, list[list[tuple[int, int]]]], voca
 
     shapes = calls(steps)
     try:
-        warm_up = random.Random(2)
-        generate([[warm_up.randrange(vocabulary) for _ in range(prompt)] for prompt, _ in shapes[:8]],
-                 [reply for _, reply in shapes[:8]])
+        warm_up(generate, shapes, vocabulary)
         seconds, made = {}, {}
         started = time.perf_counter()
         made["turns"] = replay_by_turns(generate, steps, vocabulary, seed=3)
@@ -223,6 +221,12 @@ def server_seconds(model: Path, steps: dict[int, list[list[tuple[int, int]]]], t
         flags += ["--compilation-config", json.dumps(compilation_config, separators=(",", ":"))]
     with vllm_server(model, model, log, longest, flags) as url:
         return served_seconds(url, steps, vocabulary, temperature)
+
+
+def warm_up(generate: Generate, shapes: list[tuple[int, int]], vocabulary: int) -> None:
+    """A few calls before the clock starts (compile, capture), on tokens of their own: no prefix cache hit later."""
+    rng = random.Random(2)
+    generate([[rng.randrange(vocabulary) for _ in range(p)] for p, _ in shapes[:8]], [r for _, r in shapes[:8]])
 
 
 def explorer_seconds(run: Path, first: int, last: int) -> dict[str, float]:
@@ -281,12 +285,8 @@ def engine_seconds(model: Path, steps: dict[int, list[list[tuple[int, int]]]], t
         outputs = engine.generate([{"prompt_token_ids": prompt} for prompt in prompts], params, use_tqdm=False)
         return [list(output.outputs[0].token_ids) for output in outputs]
 
-    # a warm-up (compile and capture before the clock starts), and each replay, on tokens of their own: none finds
-    # another's prompts in the prefix cache
-    warm_up = random.Random(2)
-    generate([[warm_up.randrange(vocabulary) for _ in range(prompt)] for prompt, _ in shapes[:8]],
-             [reply for _, reply in shapes[:8]])
-    rng = random.Random(0)
+    warm_up(generate, shapes, vocabulary)
+    rng = random.Random(0)  # each replay draws its own tokens too
     prompts = [[rng.randrange(vocabulary) for _ in range(prompt)] for prompt, _ in shapes]
     seconds = {}
     started = time.perf_counter()
