@@ -6,8 +6,8 @@
 # BEFORE: MODEL's evaluation on the same test maps and seeds (docs/learning/base/before for the base model,
 #   the previous hold's <out>/after for a continuation), so that no minute goes to evaluating it again.
 # The run's settings are the LoRA sweep's whole-model run's (docs/results/2026-12-06-h100-frozenlake-lora-sweep.md)
-# with a sync every 2 steps, the lever that halved a trainer step
-# (docs/results/2026-12-06-h100-served-ceiling-sync-levers.md). The last checkpoint's weights end in CARRY, a new
+# with a sync every 2 steps, which lets the explorer roll out while the trainer trains (its measurement:
+# docs/results/2026-12-06-h100-served-ceiling-sync-levers.md). The last checkpoint's weights end in CARRY, a new
 # folder outside OUT (so that packing OUT's reports leaves them out), as bf16 pieces of 15 MiB to bring back a
 # few at a time; the optimizer's state stays behind.
 set -euo pipefail

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# One GPU hold of the rollout levers not yet measured, then the trainer settings never read on a GPU:
+# One GPU hold: three rollout levers, each against the default, then five trainer settings:
 #   bash experiments/holds/rollout_levers.sh MODEL OUT [MINUTES]
 # MODEL: the GGUF or a model folder. Each lever is a FrozenLake launch at the learning run's sizes, MINUTES
 # (default 4) from its launch, one after the other against the default: 16 maps x 8 rollouts a step
 # instead of 8 x 16 (batch and group sizes), a step without its slowest map (explorer.over_rollout), and
-# Trinity's fully_async mode (no evaluation set: Trinity refuses one with it). 3-minute launches made only 4 to
-# 6 explore steps on the H100 of docs/results/2026-12-06-h100-served-ceiling-sync-levers.md.
+# Trinity's fully_async mode (no evaluation set: Trinity refuses one with it). Longer than the 3 minutes of
+# docs/results/2026-12-06-h100-served-ceiling-sync-levers.md, which left too few explore steps on a slow host.
 # Each command's exit is printed as "<name> rc=N", so that a poll sees how far the hold got.
 set -uo pipefail
 model="${1:?usage: rollout_levers.sh MODEL OUT [MINUTES]}"; out="${2:?OUT}"; minutes="${3:-4}"
