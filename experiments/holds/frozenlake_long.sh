@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One GPU hold of the long FrozenLake run, which the next hold continues on a fresh machine:
-#   bash experiments/holds/frozenlake_long.sh MODEL BEFORE OUT MINUTES CARRY
+#   bash experiments/holds/frozenlake_long.sh MODEL BEFORE OUT MINUTES CARRY [STEPS]
 # MODEL: the GGUF (first hold) or the folder the previous hold's weights were unpacked into
 #   (python -m experiments.carry_weights unpack PIECES FOLDER);
 # BEFORE: MODEL's evaluation on the same test maps and seeds (docs/learning/base/before for the base model,
@@ -10,12 +10,14 @@
 # docs/results/2026-12-06-h100-served-ceiling-sync-levers.md). The last checkpoint's weights end in CARRY, a new
 # folder outside OUT (so that packing OUT's reports leaves them out), as bf16 pieces of 15 MiB to bring back a
 # few at a time; the optimizer's state stays behind.
+# STEPS ends the run after that many explore steps, when Trinity saves the last update, so that nothing trained
+# is lost to the checkpoint interval; MINUTES stays the limit if the machine is slower than expected.
 set -euo pipefail
 model="${1:?usage: frozenlake_long.sh MODEL BEFORE OUT MINUTES CARRY}"; before="${2:?BEFORE}"; out="${3:?OUT}"
-minutes="${4:?MINUTES}"; carry="${5:?CARRY}"
+minutes="${4:?MINUTES}"; carry="${5:?CARRY}"; steps=(${6:+--steps "$6"})
 mkdir -p "$out"
 cp -r "$before" "$out/before"
-python3 -m experiments.frozenlake_learning "$model" --out "$out" --data data/frozenlake --minutes "$minutes" \
+python3 -m experiments.frozenlake_learning "$model" --out "$out" --data data/frozenlake --minutes "$minutes" "${steps[@]}" \
   --batch 8 --group 16 --save-every 10 --skip-before \
   --set buffer.train_batch_size=256 --set explorer.runner_prepare_concurrency=16 \
   --set synchronizer.sync_interval=2
