@@ -7,14 +7,14 @@
 Each RUN is LABEL=FOLDER (or a folder, labelled by its name); every tensorboard event
 file below the folder is read (Trinity writes explorer and trainer logs under
 monitor/tensorboard/). Writes the PNG, one panel per scalar with one legend below them, and a
-markdown table of each run's final, lowest and highest value beside it (same name, .md), which it
-also prints. Lowest and highest, not "best": for success higher is better, for invalid actions or a
-loss lower is.
+markdown table of each run's final, lowest and highest value and the mean of its first and last 4
+steps beside it (same name, .md), which it also prints. Lowest and highest, not "best": for success
+higher is better, for invalid actions or a loss lower is.
 
 With --chain the runs are one training run's parts in order, each started from where the one before
-ended on another machine (its weights or its checkpoint): each part's steps are counted on from the
-last step of the parts before it, and a dashed line marks where each part begins, so that a curve that
-continues shows as one.
+ended on another machine (its weights or its checkpoint): each scalar's steps are counted on from its
+last step in the parts before (explore steps and trainer updates apart), and a dashed line marks where
+each part begins, so that a curve that continues shows as one.
 """
 
 from __future__ import annotations
@@ -30,32 +30,43 @@ from rftkit.reports.tensorboard import read_scalars
 DEFAULT_SCALARS = ["rollout/accuracy/mean", "eval/aime24/accuracy/mean@1"]  # tags a GPU run wrote (docs/gpu.md)
 
 
+EDGE = 4  # steps averaged at each end of a run: one step of a few maps is noisy, and a chain's seam is read there
+
+
 def table(runs: dict[str, dict], scalars: list[str]) -> str:
-    lines = ["| scalar | run | final (step) | lowest (step) | highest (step) |", "|---|---|---|---|---|"]
+    lines = ["| scalar | run | final (step) | lowest (step) | highest (step) | "
+             f"mean of the first {EDGE} steps | mean of the last {EDGE} |", "|---|---|---|---|---|---|---|"]
     for tag in scalars:
         for label, series in runs.items():
             points = series.get(tag)
             if not points:
-                lines.append(f"| {tag} | {label} | missing | missing | missing |")
+                lines.append(f"| {tag} | {label} | missing | missing | missing | missing | missing |")
                 continue
             cells = [points[-1], min(points, key=lambda p: p[1]), max(points, key=lambda p: p[1])]
-            lines.append(f"| {tag} | {label} | " + " | ".join(f"{v:.4f} ({step})" for step, v in cells) + " |")
+            means = [sum(v for _, v in part) / len(part) for part in (points[:EDGE], points[-EDGE:])]
+            lines.append(f"| {tag} | {label} | " + " | ".join(f"{v:.4f} ({step})" for step, v in cells)
+                         + "".join(f" | {m:.4f}" for m in means) + " |")
     return "\n".join(lines) + "\n"
 
 
-def chained(runs: dict[str, dict]) -> tuple[dict[str, dict], list[int]]:
-    """The runs with each one's steps moved past the last step of those before it, and the steps where each
-    but the first begins."""
-    moved, starts, offset = {}, [], 0
+def chained(runs: dict[str, dict]) -> tuple[dict[str, dict], dict[str, list[int]]]:
+    """The runs with each scalar's steps moved past that scalar's last step in the runs before, and for each
+    scalar the steps where each run but the first begins. Per scalar because a run keeps two clocks: the
+    explorer's tags count explore steps, the trainer's count updates, and a part makes more of one than the
+    other."""
+    moved, starts, last = {}, {}, {}
     for i, (label, series) in enumerate(runs.items()):
-        if i:
-            starts.append(offset)
-        moved[label] = {tag: [(step + offset, value) for step, value in points] for tag, points in series.items()}
-        offset += max((step for points in series.values() for step, _ in points), default=0)
+        moved[label] = {}
+        for tag, points in series.items():
+            offset = last.get(tag, 0)
+            if i:
+                starts.setdefault(tag, []).append(offset)
+            moved[label][tag] = [(step + offset, value) for step, value in points]
+            last[tag] = offset + max((step for step, _ in points), default=0)
     return moved, starts
 
 
-def draw(runs: dict[str, dict], scalars: list[str], path: Path, starts: list[int] = ()) -> None:
+def draw(runs: dict[str, dict], scalars: list[str], path: Path, starts: dict[str, list[int]] | None = None) -> None:
     from rftkit.reports.plots import plt, save_png
 
     legend_rows = -(-len(runs) // 3)
@@ -65,13 +76,14 @@ def draw(runs: dict[str, dict], scalars: list[str], path: Path, starts: list[int
             if series.get(tag):  # "C<i>": a run keeps its colour in every panel, also where another lacks the tag
                 steps, values = zip(*series[tag])
                 ax.plot(steps, values, marker="o" if len(steps) < 30 else None, color=f"C{i}", label=label)
-        for start in starts:
+        for start in (starts or {}).get(tag, []):
             ax.axvline(start, color="gray", linestyle="--", linewidth=1)
         ax.set_title(tag)
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)
     # one legend for all panels, below them: run labels are often longer than a panel is wide
-    handles = {line.get_label(): line for ax in axes[0] for line in ax.get_lines()}
+    handles = {line.get_label(): line for ax in axes[0] for line in ax.get_lines()
+               if not line.get_label().startswith("_")}  # matplotlib's unlabelled lines: the parts' dashed starts
     fig.legend(handles.values(), handles.keys(), loc="lower center", ncol=min(len(handles), 3), frameon=False)
     fig.tight_layout(rect=(0, 0.07 * legend_rows, 1, 1))
     save_png(fig, path)
@@ -109,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         available = sorted({tag for series in runs.values() for tag in series})
         parser.error(f"--scalars: none of {args.scalars} is in these runs; they have: {', '.join(available)}")
 
-    runs, starts = chained(runs) if args.chain else (runs, [])
+    runs, starts = chained(runs) if args.chain else (runs, {})
     summary = table(runs, args.scalars)
     with atomic_paths(args.out, args.out.with_suffix(".md")) as (png, md):
         draw(runs, found, png, starts)

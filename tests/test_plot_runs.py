@@ -30,6 +30,13 @@ def test_plots_runs_side_by_side_with_final_lowest_and_highest(tmp_path, capsys)
     assert "| eval/aime24/accuracy/mean@1 | bots | 0.1000 (2) | 0.0500 (0) | 0.1000 (2) |" in table
 
 
+def test_the_table_averages_the_first_and_last_steps(tmp_path):
+    write_run(tmp_path / "run", [0.1, 0.2, 0.3, 0.4, 0.5, 0.6], {})
+    out = tmp_path / "run.png"
+    assert plot_runs.main([f"long={tmp_path / 'run'}", "--scalars", "rollout/accuracy/mean", "--out", str(out)]) == 0
+    assert "| long | 0.6000 (6) | 0.1000 (1) | 0.6000 (6) | 0.2500 | 0.4500 |" in out.with_suffix(".md").read_text()
+
+
 def test_reads_every_event_file_below_a_run(tmp_path):
     write_run(tmp_path / "run", [0.2, 0.3], {})
     series = plot_runs.read_scalars(tmp_path / "run")
@@ -59,4 +66,19 @@ def test_chained_parts_count_their_steps_on_from_the_part_before(tmp_path, capsy
     assert "| rollout/accuracy/mean | hold 2 | 0.2500 (5) | 0.2200 (4) | 0.2500 (5) |" in table
     assert "| rollout/accuracy/mean | hold 1 | 0.2000 (3) |" in table
     moved, starts = plot_runs.chained({"a": {"x": [(1, 0.0), (3, 1.0)]}, "b": {"x": [(1, 2.0)]}})
-    assert moved["b"]["x"] == [(4, 2.0)] and starts == [3]
+    assert moved["b"]["x"] == [(4, 2.0)] and starts == {"x": [3]}
+    # the explorer's tags count explore steps, the trainer's updates: each goes on from its own last step
+    moved, starts = plot_runs.chained({"a": {"explore": [(1, 0.0), (16, 0.1)], "update": [(1, 0.0), (32, 0.2)]},
+                                       "b": {"explore": [(1, 0.3)], "update": [(1, 0.4), (2, 0.5)]}})
+    assert moved["b"]["explore"] == [(17, 0.3)] and moved["b"]["update"] == [(33, 0.4), (34, 0.5)]
+    assert starts == {"explore": [16], "update": [32]}
+
+
+def test_the_legend_names_the_runs_and_not_the_dashed_starts(tmp_path, monkeypatch):
+    import rftkit.reports.plots as plots
+
+    drawn = []
+    monkeypatch.setattr(plots, "save_png", lambda fig, path: drawn.append(fig))
+    moved, starts = plot_runs.chained({"hold 1": {"x": [(1, 0.0), (3, 1.0)]}, "hold 2": {"x": [(1, 2.0)]}})
+    plot_runs.draw(moved, ["x"], tmp_path / "x.png", starts)
+    assert [text.get_text() for text in drawn[0].legends[0].get_texts()] == ["hold 1", "hold 2"]

@@ -10,6 +10,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
+from frozenlake.workflow import run_frozen_lake
 from math_bots.judge import gsm8k_judge
 from math_bots.workflow import run_react_agent
 from rftkit import cluster, run_state, supervise
@@ -17,7 +18,7 @@ from rftkit.overrides import load_yaml, resolve_config, write_yaml
 from rftkit.trinity_config import build_trinity_config
 from rftkit.inputs import InputError
 
-from conftest import REPO, write_checkpoint
+from conftest import REPO, config_only_model, write_checkpoint
 from test_math_training_path import gsm8k_rows
 
 TOTAL_STEPS, BATCH = 8, 4
@@ -158,6 +159,44 @@ def test_a_run_copied_to_another_machine_goes_on_from_its_checkpoint(state_manag
     assert f"restored the posteriors of 64 tasks at index {4 * BATCH}" in capsys.readouterr().out
     assert last == TOTAL_STEPS and resumed == {step: reference[step] for step in (5, 6, 7, 8)}
     assert all(np.array_equal(a, b) for a, b in zip(posteriors, reference_posteriors))
+
+
+def test_a_run_started_from_carried_weights_plays_the_first_runs_maps_again(frozenlake_data, state_manager,
+                                                                            tmp_path):
+    """docs/results/2026-12-06-frozenlake-two-holds.md: a second hold that starts from the first one's weights alone
+    (experiments.carry_weights) is a new run, with no explorer state, and configs/frozenlake.yaml's task selector
+    reads the training maps from the first again, in the same order; resumed from the run's folder instead, it
+    goes on past them."""
+
+    def fresh_run(machine):
+        config = cluster.with_plan(resolve_config(load_yaml(REPO / "configs" / "frozenlake.yaml"), {
+            "model.model_path": str(config_only_model(machine / "model")),
+            "buffer.explorer_input.taskset.path": str(frozenlake_data), "buffer.explorer_input.eval_tasksets": [],
+            "buffer.batch_size": 8, "buffer.total_steps": 4, "checkpoint_root_dir": str(machine / "ckpt")}),
+            cluster.plan_cluster(1, 1, 1, None))
+        return build_trinity_config(write_yaml(config, machine / "config.yaml"), run_frozen_lake)
+
+    def maps(config, stop_after=None):
+        from trinity.buffer.task_scheduler import get_taskset_scheduler
+
+        state = state_manager(path=config.checkpoint_job_dir, explorer_name=config.explorer.name)
+        saved = state.load_explorer()
+        scheduler = get_taskset_scheduler(saved, config)
+        step, read = saved.get("latest_iteration", 0), []
+
+        async def loop():
+            nonlocal step
+            while step < (stop_after or config.buffer.total_steps):
+                read.append([task.index["index"] for task in await scheduler.read()])
+                step += 1
+                state.save_explorer(step, scheduler.state_dict())
+
+        asyncio.run(loop())
+        return read
+
+    first = maps(fresh_run(tmp_path / "hold1"), stop_after=2)
+    assert maps(fresh_run(tmp_path / "hold2"))[:2] == first == [list(range(8)), list(range(8, 16))]
+    assert maps(fresh_run(tmp_path / "hold1")) == [list(range(16, 24)), list(range(24, 32))]  # its folder: goes on
 
 
 def test_a_relaunch_that_finds_the_named_checkpoint_torn_goes_on_from_the_one_before(bots_run, state_manager,
