@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One GPU hold of the long FrozenLake run, which the next hold continues on a fresh machine:
-#   bash experiments/holds/frozenlake_long.sh MODEL BEFORE OUT MINUTES CARRY [STEPS]
+#   bash experiments/holds/frozenlake_long.sh MODEL BEFORE OUT MINUTES CARRY [STEPS [FLAG ...]]
 # MODEL: the GGUF (first hold) or the folder the previous hold's weights were unpacked into
 #   (python -m experiments.carry_weights unpack PIECES FOLDER);
 # BEFORE: MODEL's evaluation on the same test maps and seeds (docs/learning/base/before for the base model,
@@ -9,18 +9,20 @@
 # with a sync every 2 steps, which lets the explorer roll out while the trainer trains (its measurement:
 # docs/results/2026-12-06-h100-served-ceiling-sync-levers.md). The last checkpoint's weights end in CARRY, a new
 # folder outside OUT (so that packing OUT's reports leaves them out), as bf16 pieces of 15 MiB to bring back a
-# few at a time; the optimizer's state stays behind.
+# few at a time; the optimizer's state stays behind. CARRY "-" packs nothing (a run no later hold goes on from).
 # STEPS ends the run after that many explore steps, when Trinity saves the last update, so that nothing trained
 # is lost to the checkpoint interval; MINUTES stays the limit if the machine is slower than expected.
+# FLAGs go to experiments.frozenlake_learning after the script's own, so that a lever overrides them.
 set -euo pipefail
 model="${1:?usage: frozenlake_long.sh MODEL BEFORE OUT MINUTES CARRY}"; before="${2:?BEFORE}"; out="${3:?OUT}"
-minutes="${4:?MINUTES}"; carry="${5:?CARRY}"; steps=(${6:+--steps "$6"})
+minutes="${4:?MINUTES}"; carry="${5:?CARRY}"; steps=(${6:+--steps "$6"}); shift $(( $# < 6 ? $# : 6 ))
 mkdir -p "$out"
 cp -r "$before" "$out/before"
 python3 -m experiments.frozenlake_learning "$model" --out "$out" --data data/frozenlake --minutes "$minutes" "${steps[@]}" \
   --batch 8 --group 16 --save-every 10 --skip-before \
   --set buffer.train_batch_size=256 --set explorer.runner_prepare_concurrency=16 \
-  --set synchronizer.sync_interval=2
+  --set synchronizer.sync_interval=2 "$@"
+[ "$carry" = - ] && exit 0
 trained=$(python3 -c "import sys; from pathlib import Path; from runkit.runs import last_checkpoint
 print(last_checkpoint(Path(sys.argv[1])))" "$out/checkpoints")
 python3 -m experiments.carry_weights pack "$trained" "$carry"

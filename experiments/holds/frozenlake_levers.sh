@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# One GPU hold: issue 61's learning levers, each a run of the two-hold run's first hold from the base model:
+#   bash experiments/holds/frozenlake_levers.sh MODEL OUT [NAME="FLAG ..." ...]
+# Each run is frozenlake_long.sh's with 16 explore steps and nothing carried, so that it trains on the maps
+# hold 1 trained on, in the same order (a new run's task selector starts at the split's first row), and is
+# evaluated on the same test maps and seeds (docs/learning/base/before). Hold 1, docs/learning/long/hold1, is
+# the baseline and is not run again. Without NAME=FLAGS: the whole model's learning rate at 2e-6 and 4e-6
+# (clipping at 1.0 acted on every update of the two holds), BOTS picking the maps, and 16 maps of 8 rollouts.
+# The GGUF is converted once, by the first run; each run's exit is printed as "<name> rc=N" for the polls.
+set -uo pipefail
+model="${1:?usage: frozenlake_levers.sh MODEL OUT [NAME=\"FLAG ...\" ...]}"; out="${2:?OUT}"; shift 2
+(( $# )) || set -- lr2e-6="--lr 2e-6" lr4e-6="--lr 4e-6" bots="--selector difficulty" maps16="--batch 16 --group 8"
+for lever in "$@"; do
+  name="${lever%%=*}"; read -ra flags <<< "${lever#*=}"
+  bash experiments/holds/frozenlake_long.sh "$model" docs/learning/base/before "$out/$name" 8 - 16 "${flags[@]}"
+  echo "$name rc=$?"
+  [ -f "$out/$name/model/config.json" ] && model="$out/$name/model"
+done
