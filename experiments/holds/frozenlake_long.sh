@@ -10,6 +10,8 @@
 # docs/results/2026-12-06-h100-served-ceiling-sync-levers.md). The last checkpoint's weights end in CARRY, a new
 # folder outside OUT (so that packing OUT's reports leaves them out), as bf16 pieces of 15 MiB to bring back a
 # few at a time; the optimizer's state stays behind. CARRY "-" packs nothing (a run no later hold goes on from).
+# With CARRY_BASE set to the model the first hold started from (the GGUF, which every hold's bundle has), only
+# the weights' changes from it are packed, about a tenth of the pieces; the next hold unpacks with --base too.
 # STEPS ends the run after that many explore steps, when Trinity saves the last update, so that nothing trained
 # is lost to the checkpoint interval; MINUTES stays the limit if the machine is slower than expected.
 # FLAGs go to experiments.frozenlake_learning after the script's own, so that a lever overrides them.
@@ -25,4 +27,4 @@ python3 -m experiments.frozenlake_learning "$model" --out "$out" --data data/fro
 [ "$carry" = - ] && exit 0
 trained=$(python3 -c "import sys; from pathlib import Path; from runkit.runs import last_checkpoint
 print(last_checkpoint(Path(sys.argv[1])))" "$out/checkpoints")
-python3 -m experiments.carry_weights pack "$trained" "$carry"
+python3 -m experiments.carry_weights pack "$trained" "$carry" ${CARRY_BASE:+--base "$CARRY_BASE"}
