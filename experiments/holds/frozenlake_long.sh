@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # One GPU hold of the long FrozenLake run, which the next hold continues on a fresh machine:
 #   bash experiments/holds/frozenlake_long.sh MODEL BEFORE OUT MINUTES CARRY [STEPS [FLAG ...]]
-# MODEL: the GGUF (first hold) or the folder the previous hold's weights were unpacked into
-#   (python -m experiments.carry_weights unpack PIECES FOLDER);
+# MODEL: the GGUF (first hold), or the previous hold's pieces (CARRY as brought back: SHA256SUMS and the
+#   pieces), which are unpacked into OUT/model first, or a model folder;
 # BEFORE: MODEL's evaluation on the same test maps and seeds (docs/learning/base/before for the base model,
 #   the previous hold's <out>/after for a continuation), so that no minute goes to evaluating it again.
 # The run's settings are the LoRA sweep's whole-model run's (docs/results/2026-12-06-h100-frozenlake-lora-sweep.md)
@@ -11,7 +11,13 @@
 # folder outside OUT (so that packing OUT's reports leaves them out), as bf16 pieces of 15 MiB to bring back a
 # few at a time; the optimizer's state stays behind. CARRY "-" packs nothing (a run no later hold goes on from).
 # With CARRY_BASE set to the model the first hold started from (the GGUF, which every hold's bundle has), only
-# the weights' changes from it are packed, about a tenth of the pieces; the next hold unpacks with --base too.
+# the weights' changes from it are packed, about a tenth of the pieces; the next hold, given the same CARRY_BASE,
+# unpacks them against it. Two holds, each on a fresh machine with the GPU kit's bundle (the second's extra/
+# holding the first's pieces and after/):
+#   CARRY_BASE=/tmp/stage/qwen.gguf bash experiments/holds/frozenlake_long.sh /tmp/stage/qwen.gguf \
+#     docs/learning/base/before /tmp/res/long1 8 /tmp/carry 16
+#   CARRY_BASE=/tmp/stage/qwen.gguf bash experiments/holds/frozenlake_long.sh /tmp/stage/extra/carry \
+#     /tmp/stage/extra/after /tmp/res/long2 8 /tmp/carry2 32
 # STEPS ends the run after that many explore steps, when Trinity saves the last update, so that nothing trained
 # is lost to the checkpoint interval; MINUTES stays the limit if the machine is slower than expected.
 # FLAGs go to experiments.frozenlake_learning after the script's own, so that a lever overrides them.
@@ -20,6 +26,10 @@ model="${1:?usage: frozenlake_long.sh MODEL BEFORE OUT MINUTES CARRY}"; before="
 minutes="${4:?MINUTES}"; carry="${5:?CARRY}"; steps=(${6:+--steps "$6"}); shift $(( $# < 6 ? $# : 6 ))
 mkdir -p "$out"
 cp -r "$before" "$out/before"
+if [ -f "$model/SHA256SUMS" ]; then
+  python3 -m experiments.carry_weights unpack "$model" "$out/model" ${CARRY_BASE:+--base "$CARRY_BASE"}
+  model="$out/model"
+fi
 python3 -m experiments.frozenlake_learning "$model" --out "$out" --data data/frozenlake --minutes "$minutes" "${steps[@]}" \
   --batch 8 --group 16 --save-every 10 --skip-before \
   --set buffer.train_batch_size=256 --set explorer.runner_prepare_concurrency=16 \
