@@ -6,13 +6,16 @@
 # evaluated on the same test maps and seeds (docs/learning/base/before). Hold 1, docs/learning/long/hold1, is
 # the baseline and is not run again. Without NAME=FLAGS: the whole model's learning rate at 2e-6 and 4e-6
 # (clipping at 1.0 acted on every update of the two holds), BOTS picking the maps, and 16 maps of 8 rollouts.
+# Trinity saves a run's last update when its steps run out, so no run saves before that: in the two holds a save
+# every 10 updates took a fifth of a trainer step (docs/results/2026-12-06-h100-served-ceiling-sync-levers.md).
 # The GGUF is converted once, by the first run; each run's exit is printed as "<name> rc=N" for the polls.
 set -uo pipefail
 model="${1:?usage: frozenlake_levers.sh MODEL OUT [NAME=\"FLAG ...\" ...]}"; out="${2:?OUT}"; shift 2
 (( $# )) || set -- lr2e-6="--lr 2e-6" lr4e-6="--lr 4e-6" bots="--selector difficulty" maps16="--batch 16 --group 8"
 for lever in "$@"; do
   name="${lever%%=*}"; read -ra flags <<< "${lever#*=}"
-  bash experiments/holds/frozenlake_long.sh "$model" docs/learning/base/before "$out/$name" 8 - 16 "${flags[@]}"
+  bash experiments/holds/frozenlake_long.sh "$model" docs/learning/base/before "$out/$name" 8 - 16 \
+    --save-every 100 "${flags[@]}"
   echo "$name rc=$?"
   [ -f "$out/$name/model/config.json" ] && model="$out/$name/model"
 done
