@@ -15,6 +15,10 @@ With --chain the runs are one training run's parts in order, each started from w
 ended on another machine (its weights or its checkpoint): each scalar's steps are counted on from its
 last step in the parts before (explore steps and trainer updates apart), and a dashed line marks where
 each part begins, so that a curve that continues shows as one.
+
+With --paired (two runs) the table also compares them step by step over the steps both logged, for runs that
+played the same tasks at the same steps: each one's mean there, how many steps the second was higher and lower,
+and a two-sided sign test.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from pathlib import Path
 from rftkit.cli import ArgumentParser, labelled_path
 from rftkit.files import atomic_paths, check_writable
 from rftkit.inputs import InputError, reports_input_errors
+from rftkit.reports.evaluation import sign_test
 from rftkit.reports.tensorboard import read_scalars
 
 DEFAULT_SCALARS = ["rollout/accuracy/mean", "eval/aime24/accuracy/mean@1"]  # tags a GPU run wrote (docs/gpu.md)
@@ -46,6 +51,24 @@ def table(runs: dict[str, dict], scalars: list[str]) -> str:
             means = [sum(v for _, v in part) / len(part) for part in (points[:EDGE], points[-EDGE:])]
             lines.append(f"| {tag} | {label} | " + " | ".join(f"{v:.4f} ({step})" for step, v in cells)
                          + "".join(f" | {m:.4f}" for m in means) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def paired(runs: dict[str, dict], scalars: list[str]) -> str:
+    """Two runs step by step, over the steps both logged of each scalar."""
+    (first, a), (second, b) = runs.items()
+    lines = ["| scalar | steps both logged | mean, " + first + " | mean, " + second + " | " + second
+             + " higher / lower | sign test p |", "|---|---|---|---|---|---|"]
+    for tag in scalars:
+        x, y = dict(a.get(tag, [])), dict(b.get(tag, []))
+        steps = sorted(x.keys() & y.keys())
+        if not steps:
+            lines.append(f"| {tag} | 0 | - | - | - | - |")
+            continue
+        higher, lower = sum(y[s] > x[s] for s in steps), sum(y[s] < x[s] for s in steps)
+        lines.append(f"| {tag} | {len(steps)} | {sum(x[s] for s in steps) / len(steps):.4f} | "
+                     f"{sum(y[s] for s in steps) / len(steps):.4f} | {higher} / {lower} | "
+                     f"{sign_test(higher, lower):.2g} |")
     return "\n".join(lines) + "\n"
 
 
@@ -97,11 +120,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("runs.png"), help="PNG to write (default: %(default)s)")
     parser.add_argument("--chain", action="store_true",
                         help="the runs are one run's parts in order: count each part's steps on from the one before")
+    parser.add_argument("--paired", action="store_true",
+                        help="two runs that played the same tasks at the same steps: compare them step by step")
     args = parser.parse_args(argv)
     if args.out.is_dir():
         raise InputError(f"--out {args.out}: a folder; expected the name of the PNG file to write")
     if args.out.suffix.lower() != ".png":
         raise InputError(f"--out {args.out}: expected a name ending in .png")
+    if args.paired and len(args.runs) != 2:
+        parser.error(f"--paired compares two runs; got {len(args.runs)}")
     check_writable(args.out.parent, "--out")
 
     runs = {}
@@ -122,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--scalars: none of {args.scalars} is in these runs; they have: {', '.join(available)}")
 
     runs, starts = chained(runs) if args.chain else (runs, {})
-    summary = table(runs, args.scalars)
+    summary = table(runs, args.scalars) + ("\n" + paired(runs, args.scalars) if args.paired else "")
     with atomic_paths(args.out, args.out.with_suffix(".md")) as (png, md):
         draw(runs, found, png, starts)
         md.write_text(summary)

@@ -37,6 +37,18 @@ def test_the_table_averages_the_first_and_last_steps(tmp_path):
     assert "| long | 0.6000 (6) | 0.1000 (1) | 0.6000 (6) | 0.2500 | 0.4500 |" in out.with_suffix(".md").read_text()
 
 
+def test_paired_runs_are_compared_step_by_step_over_the_steps_both_logged(tmp_path, capsys):
+    write_run(tmp_path / "a", [0.1, 0.2, 0.3, 0.4], {})
+    write_run(tmp_path / "b", [0.2, 0.1, 0.5], {})
+    out = tmp_path / "pair.png"
+    assert plot_runs.main([f"a={tmp_path / 'a'}", f"b={tmp_path / 'b'}", "--scalars", "rollout/accuracy/mean",
+                           "--paired", "--out", str(out)]) == 0
+    assert "| rollout/accuracy/mean | 3 | 0.2000 | 0.2667 | 2 / 1 | 1 |" in out.with_suffix(".md").read_text()
+    with pytest.raises(SystemExit):
+        plot_runs.main([f"a={tmp_path / 'a'}", "--paired", "--out", str(tmp_path / "one.png")])
+    assert "--paired compares two runs; got 1" in capsys.readouterr().err
+
+
 def test_reads_every_event_file_below_a_run(tmp_path):
     write_run(tmp_path / "run", [0.2, 0.3], {})
     series = plot_runs.read_scalars(tmp_path / "run")
