@@ -12,9 +12,11 @@ updates; `--as-saved` carries them as saved, at twice the size. What is never ca
 (Adam's moments, twice the fp32 weights): a run that starts from the carried model starts its optimizer afresh.
 
 `--base BASE` (the model the run started from, a GGUF or a folder, present on both machines) carries only what
-training changed: each bf16 weight's bits XOR the base's, gzipped. At a learning rate of 1e-6 most bf16 weights
-are still the base's after tens of updates, so the pieces shrink about tenfold. `unpack --base BASE` XORs the
-base back in and checks each tensor against the sha256 recorded when packing, which also names a wrong base.
+training changed: each bf16 weight's bits XOR the base's, gzipped. An update smaller than half of bf16's step
+leaves a weight's bf16 value as it was, so at small learning rates most of those bits are zero and the pieces
+are a fraction of the whole (measured: docs/results/2026-12-06-frozenlake-two-holds.md). `unpack --base BASE`
+XORs the base back in and checks each tensor against the sha256 recorded when packing, which also names a
+wrong base.
 
 `unpack` checks every piece against SHA256SUMS, naming the first one missing or changed, then joins them and
 extracts the folder, which appears whole or not at all.
@@ -169,8 +171,8 @@ def pack(source: Path, out: Path, piece_bytes: int, as_saved: bool = False, base
         if base is not None:
             with base_folder(base) as folder:
                 take_base_out(staged, folder)
-        # XORed bits are mostly zeros and gzip shrinks them tenfold; whole bf16 weights shrink by a fifth, at
-        # about 9 MB/s, which costs more time than the pieces it saves
+        # XORed bits are mostly zeros, which gzip packs well; whole bf16 weights look random to it, and it would
+        # cost more time than the pieces it saves
         with tarfile.open(tar, "w:gz", compresslevel=6) if base else tarfile.open(tar, "w") as archive:
             archive.add(staged, arcname="model")
         if tar.stat().st_size > 1000 * piece_bytes:

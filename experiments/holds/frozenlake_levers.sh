@@ -5,9 +5,9 @@
 # hold 1 trained on, in the same order (a new run's task selector starts at the split's first row), and is
 # evaluated on the same test maps and seeds (docs/learning/base/before). Hold 1, docs/learning/long/hold1, is
 # the baseline and is not run again. Without NAME=FLAGS: the whole model's learning rate at 2e-6 and 4e-6
-# (clipping at 1.0 acted on every update of the two holds), BOTS picking the maps, and 16 maps of 8 rollouts.
-# Trinity saves a run's last update when its steps run out, so no run saves before that: in the two holds a save
-# every 10 updates took a fifth of a trainer step (docs/results/2026-12-06-h100-served-ceiling-sync-levers.md).
+# (with gradient clipping at 1.0, the learning rate is what sets an update's size), BOTS picking the maps, and
+# 16 maps of 8 rollouts. Trinity saves a run's last update when its steps run out, so no run saves before that:
+# saves are a large share of a trainer step (docs/results/2026-12-06-h100-served-ceiling-sync-levers.md).
 # The GGUF is converted once, by the first run; each run's exit is printed as "<name> rc=N" for the polls.
 set -uo pipefail
 model="${1:?usage: frozenlake_levers.sh MODEL OUT [NAME=\"FLAG ...\" ...]}"; out="${2:?OUT}"; shift 2

@@ -11,7 +11,7 @@
 # folder outside OUT (so that packing OUT's reports leaves them out), as bf16 pieces of 15 MiB to bring back a
 # few at a time; the optimizer's state stays behind. CARRY "-" packs nothing (a run no later hold goes on from).
 # With CARRY_BASE set to the model the first hold started from (the GGUF, which every hold's bundle has), only
-# the weights' changes from it are packed, about a tenth of the pieces; the next hold, given the same CARRY_BASE,
+# the weights' changes from it are packed, a fraction of the pieces; the next hold, given the same CARRY_BASE,
 # unpacks them against it. Two holds, each on a fresh machine with the GPU kit's bundle (the second's extra/
 # holding the first's pieces and after/):
 #   CARRY_BASE=/tmp/stage/qwen.gguf bash experiments/holds/frozenlake_long.sh /tmp/stage/qwen.gguf \
