@@ -119,18 +119,22 @@ def base_tensor(getters: dict, name: str, like, base: Path):
     return tensor
 
 
-def take_base_out(folder: Path, base: Path) -> None:
-    """Each weights file of `folder` replaced by its bits XOR the base's (<file>.xor), with CHANGES to check them."""
+def take_base_out(folder: Path, base: Path) -> tuple[int, int]:
+    """Each weights file of `folder` replaced by its bits XOR the base's (<file>.xor), with CHANGES to check them;
+    (weights unlike the base's, weights)."""
     from safetensors.torch import load_file, save_file
 
-    getters, changes = base_tensors(base), {}
+    getters, changes, unlike, weights = base_tensors(base), {}, 0, 0
     for path in sorted(folder.glob("*.safetensors")):
         tensors = load_file(path)
         changes[path.name] = {name: sha256(t) for name, t in tensors.items()}
-        save_file({name: bits(t) ^ bits(base_tensor(getters, name, t, base)) for name, t in tensors.items()},
-                  folder / f"{path.name}.xor")
+        xored = {name: bits(t) ^ bits(base_tensor(getters, name, t, base)) for name, t in tensors.items()}
+        unlike += sum(int(x.count_nonzero()) for x in xored.values())
+        weights += sum(x.numel() for x in xored.values())
+        save_file(xored, folder / f"{path.name}.xor")
         path.unlink()
     (folder / CHANGES).write_text(json.dumps(changes, indent=1), encoding="utf-8")
+    return unlike, weights
 
 
 def put_base_back(folder: Path, base: Path) -> None:
@@ -170,7 +174,8 @@ def pack(source: Path, out: Path, piece_bytes: int, as_saved: bool = False, base
             bf16_folder(source, staged)
         if base is not None:
             with base_folder(base) as folder:
-                take_base_out(staged, folder)
+                unlike, weights = take_base_out(staged, folder)
+            print(f"{unlike:,} of the {weights:,} bf16 weights ({unlike / weights:.1%}) differ from {base}'s")
         # XORed bits are mostly zeros, which gzip packs well; whole bf16 weights look random to it, and it would
         # cost more time than the pieces it saves
         with tarfile.open(tar, "w:gz", compresslevel=6) if base else tarfile.open(tar, "w") as archive:

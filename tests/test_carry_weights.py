@@ -153,7 +153,7 @@ def test_a_base_without_the_trained_tensors_is_refused_before_any_piece(checkpoi
     assert not (tmp_path / "pieces").exists()
 
 
-def test_a_gguf_base_is_converted_on_each_side(tmp_path):
+def test_a_gguf_base_is_converted_on_each_side(tmp_path, capsys):
     """The GPU holds' case: both machines have the GGUF the first run started from."""
     import torch
     from safetensors.torch import load_file, save_file
@@ -173,6 +173,9 @@ def test_a_gguf_base_is_converted_on_each_side(tmp_path):
         else:
             (trained / path.name).write_bytes(path.read_bytes())
     assert carry_weights.main(["pack", str(trained), str(tmp_path / "pieces"), "--base", str(default_gguf())]) == 0
+    moved = tensors[name].numel()  # every value of the moved tensor changes, no other
+    total = sum(t.numel() for p in started.glob("*.safetensors") for t in load_file(p).values())
+    assert f"{moved:,} of the {total:,} bf16 weights" in capsys.readouterr().out
     assert carry_weights.main(["unpack", str(tmp_path / "pieces"), str(tmp_path / "model"),
                                "--base", str(default_gguf())]) == 0
     expected = {n: t.float().to(torch.bfloat16) for p in trained.glob("*.safetensors") for n, t in load_file(p).items()}
