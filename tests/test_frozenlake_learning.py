@@ -66,6 +66,19 @@ def test_the_difficulty_selector_launches_bots_on_the_maps_reference_pass_rates(
     assert "difficulty_based" in out and "group 8, batch 8 tasks" in out
 
 
+def test_the_levers_scripts_fully_async_run_passes_trinitys_checker(sample_work, tmp_path):
+    """The flags the GPU hold's script gives its fully_async lever, on top of frozenlake_long.sh's sync every 2
+    steps: Trinity must accept them before a hold spends minutes on the launch."""
+    script = (REPO / "experiments" / "holds" / "frozenlake_levers.sh").read_text()
+    flags = re.search(r'fullasync="([^"]*)"', script).group(1).split()
+    assert flags[::2] == ["--set"] * (len(flags) // 2)
+    sets = ["buffer.train_batch_size=256", "synchronizer.sync_interval=2", *flags[1::2]]
+    args = argparse.Namespace(steps=16, minutes=None, batch=8, group=16, lr=1e-6, set=sets, attn=None, lora=None,
+                              selector="random")
+    out = train_dry_run(args, tmp_path, sample_work)
+    assert "fully asynchronous: the explorer keeps up to 2 steps in flight" in out
+
+
 def test_a_timed_launch_keeps_recent_checkpoints_with_hf_weights(sample_work, tmp_path):
     args = argparse.Namespace(steps=None, minutes=12, save_every=10, batch=8, group=8, lr=1e-6, set=[], attn=None,
                               lora=None, selector="random")
