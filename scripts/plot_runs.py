@@ -89,7 +89,7 @@ def chained(runs: dict[str, dict]) -> tuple[dict[str, dict], dict[str, list[int]
     return moved, starts
 
 
-def draw(runs: dict[str, dict], scalars: list[str], path: Path, starts: dict[str, list[int]] | None = None) -> None:
+def draw(runs: dict[str, dict], scalars: list[str], path: Path, starts: dict[str, list[int]]) -> None:
     from rftkit.reports.plots import plt, save_png
 
     legend_rows = -(-len(runs) // 3)
@@ -99,7 +99,7 @@ def draw(runs: dict[str, dict], scalars: list[str], path: Path, starts: dict[str
             if series.get(tag):  # "C<i>": a run keeps its colour in every panel, also where another lacks the tag
                 steps, values = zip(*series[tag])
                 ax.plot(steps, values, marker="o" if len(steps) < 30 else None, color=f"C{i}", label=label)
-        for start in (starts or {}).get(tag, []):
+        for start in starts.get(tag, []):
             ax.axvline(start, color="gray", linestyle="--", linewidth=1)
         ax.set_title(tag)
         ax.set_xlabel("step")
