@@ -72,10 +72,10 @@ def test_each_default_lever_of_the_levers_script_passes_trinitys_checker(lever, 
     steps: Trinity must accept them before a hold spends minutes on the launch."""
     script = (REPO / "experiments" / "holds" / "frozenlake_levers.sh").read_text()
     flags = re.search(rf'{lever}="([^"]*)"', script.split("set -- ", 1)[1]).group(1).split()
-    options = dict(zip(flags[::2], flags[1::2], strict=True))
-    sets = [value for flag, value in zip(flags[::2], flags[1::2]) if flag == "--set"]
+    pairs = list(zip(flags[::2], flags[1::2], strict=True))
+    sets = [value for flag, value in pairs if flag == "--set"]
     args = argparse.Namespace(steps=16, minutes=None, batch=8, group=16, lr=1e-6, attn=None, lora=None,
-                              selector=options.get("--selector", "random"),
+                              selector=dict(pairs).get("--selector", "random"),
                               set=["buffer.train_batch_size=256", "synchronizer.sync_interval=2", *sets])
     out = train_dry_run(args, tmp_path, sample_work)
     assert {"bots": "difficulty_based", "repeat": "every 2 step(s)",
