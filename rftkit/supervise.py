@@ -123,8 +123,9 @@ class Watchdog(threading.Thread):
     Ctrl-C while it watches (entered from the main thread): the first SIGINT does not interrupt the main thread
     at once. This thread calls `on_interrupt` (the launcher's lets a checkpoint being written finish, then
     kills the actors, so that Trinity's teardown cuts no save), then raises KeyboardInterrupt in the main
-    thread. A second SIGINT raises it at once. Errors the actors log after a Ctrl-C are the stop's own and
-    are not reported."""
+    thread. A second SIGINT raises it at once. A block during which a Ctrl-C came ends in KeyboardInterrupt,
+    however the watched call returned. Errors the actors log after a Ctrl-C are the stop's own and are not
+    reported."""
 
     def __init__(self, log_dir: str | os.PathLike, stop_run: Callable[[], None],
                  give_up: Callable[[FatalError], None], interval: float = 5.0, grace: float = 90.0,
@@ -225,9 +226,10 @@ class Watchdog(threading.Thread):
     def __exit__(self, exc_type, *exc) -> None:
         with self._lock:
             self.finished.set()
-            # The Ctrl-C's stop can make the watched call return (its actors killed) before this thread
-            # interrupts the main one: the block still ends as interrupted, not as a run that returned.
-            stopped_by_ctrl_c = self.interrupted.is_set() and not self._main_interrupted
+            # A block during which a Ctrl-C came ends as interrupted, not as a run that returned: the stop can
+            # make the watched call return (its actors killed) before this thread interrupts the main one, and
+            # Ray's blocking calls catch a KeyboardInterrupt as a status, which they can drop when their wait ends.
+            stopped_by_ctrl_c = self.interrupted.is_set()
         if self._handler is not None:
             previous = self._handler[0]  # None: a handler set outside Python, for which Python's own stands in
             signal.signal(signal.SIGINT, signal.default_int_handler if previous is None else previous)

@@ -220,6 +220,23 @@ def test_a_run_that_returns_because_the_ctrl_c_stopped_it_still_ends_as_interrup
     assert not watchdog.is_alive()
 
 
+def test_a_ctrl_c_the_watched_call_swallowed_still_ends_the_block_as_interrupted(tmp_path, python_sigint):
+    """Ray's blocking calls run the SIGINT handler and turn its KeyboardInterrupt into a status, which they drop
+    when their wait ends at the same time (the stop killed the actors): the block must still end interrupted."""
+    import os
+    import signal
+
+    log_dir = write_logs(tmp_path / "log", explorer=[log_line("INFO", "10:00:00", "Explore step 1 started.")])
+    watchdog = supervise.Watchdog(log_dir, lambda: None, lambda error: None, interval=0.05)
+    with pytest.raises(KeyboardInterrupt), watchdog:
+        os.kill(os.getpid(), signal.SIGINT)
+        try:  # as ray.wait returning its ready actor task
+            wait_for_interrupt(10)
+        except KeyboardInterrupt:
+            pass
+    assert not watchdog.is_alive()
+
+
 def test_a_second_ctrl_c_interrupts_at_once_and_only_once(tmp_path, python_sigint):
     import os
     import signal
@@ -228,7 +245,7 @@ def test_a_second_ctrl_c_interrupts_at_once_and_only_once(tmp_path, python_sigin
     release = threading.Event()
     watchdog = supervise.Watchdog(log_dir, lambda: None, lambda error: None, interval=0.05,
                                   on_interrupt=lambda: release.wait(10))
-    with watchdog:
+    with pytest.raises(KeyboardInterrupt), watchdog:
         os.kill(os.getpid(), signal.SIGINT)
         time.sleep(0.3)  # the first: swallowed while the stop runs
         started = time.monotonic()
