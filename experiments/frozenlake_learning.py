@@ -93,8 +93,7 @@ def draw_curves(out: Path) -> None:
         log(f"warning: no curves: {failed}")
 
 
-@reports_input_errors
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> ArgumentParser:
     parser = ArgumentParser(prog="python -m experiments.frozenlake_learning", description=__doc__)
     parser.add_argument("model", type=Path, nargs="?", help="HF model folder, or a .gguf file to convert")
     parser.add_argument("--out", type=Path, required=True,
@@ -126,6 +125,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--train", type=Path,
                         help="with --report-only: the training split (a .parquet file) to tell the maps it holds by "
                              "(default: the evaluations' own marks)")
+    return parser
+
+
+@reports_input_errors
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     if args.report_only:
         missing = [str(args.out / side / "report.json") for side in ("before", "after")

@@ -66,20 +66,24 @@ def test_the_difficulty_selector_launches_bots_on_the_maps_reference_pass_rates(
     assert "difficulty_based" in out and "group 8, batch 8 tasks" in out
 
 
-@pytest.mark.parametrize("lever", ["bots", "repeat", "over8"])
-def test_each_default_lever_of_the_levers_script_passes_trinitys_checker(lever, sample_work, tmp_path):
-    """A default lever's flags, as the GPU hold's script gives them, on top of frozenlake_long.sh's sync every 2
-    steps: Trinity must accept them before a hold spends minutes on the launch."""
-    script = (REPO / "experiments" / "holds" / "frozenlake_levers.sh").read_text()
-    flags = re.search(rf'{lever}="([^"]*)"', script.split("set -- ", 1)[1]).group(1).split()
-    pairs = list(zip(flags[::2], flags[1::2], strict=True))
-    sets = [value for flag, value in pairs if flag == "--set"]
-    args = argparse.Namespace(steps=16, minutes=None, batch=8, group=16, lr=1e-6, attn=None, lora=None,
-                              selector=dict(pairs).get("--selector", "random"),
-                              set=["buffer.train_batch_size=256", "synchronizer.sync_interval=2", *sets])
-    out = train_dry_run(args, tmp_path, sample_work)
-    assert {"bots": "difficulty_based", "repeat": "every 2 step(s)",
-            "over8": "rest dropped (explorer.over_rollout)"}[lever] in out
+def test_each_default_lever_of_the_levers_script_passes_trinitys_checker(sample_work, tmp_path):
+    """The levers hold's launches, with the flags its scripts really pass (a `python3` on PATH records them
+    instead of training): Trinity must accept each before a hold spends minutes on it."""
+    bin_dir, calls = tmp_path / "bin", tmp_path / "calls"
+    bin_dir.mkdir(), calls.mkdir()
+    (bin_dir / "python3").write_text(f'#!/bin/sh\nprintf "%s\\0" "$@" > "{calls}/$(ls {calls} | wc -l)"\n')
+    (bin_dir / "python3").chmod(0o755)
+    out = subprocess.run(["bash", "experiments/holds/frozenlake_levers.sh", "model.gguf", str(tmp_path / "levers")],
+                         cwd=REPO, env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"},
+                         capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["bots", "rc=0", "repeat", "rc=0", "over8", "rc=0"]
+    expected = ["difficulty_based", "every 2 step(s)", "rest dropped (explorer.over_rollout)"]
+    for call, shown in zip(sorted(calls.iterdir(), key=lambda path: int(path.name)), expected, strict=True):
+        argv = call.read_text().split("\0")[:-1]
+        assert argv[:3] == ["-m", "experiments.frozenlake_learning", "model.gguf"]
+        args = learning.build_parser().parse_args(argv[3:])
+        assert (args.steps, args.save_every) == (16, 100)
+        assert shown in train_dry_run(args, tmp_path / call.name, sample_work)
 
 
 def test_a_timed_launch_keeps_recent_checkpoints_with_hf_weights(sample_work, tmp_path):

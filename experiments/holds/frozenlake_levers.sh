@@ -20,5 +20,5 @@ for lever in "$@"; do
   bash experiments/holds/frozenlake_long.sh "$model" docs/learning/base/before "$out/$name" 8 - 16 \
     --save-every 100 "${flags[@]}"
   echo "$name rc=$?"
-  [ -f "$out/$name/model/config.json" ] && model="$out/$name/model"
+  if [ -f "$out/$name/model/config.json" ]; then model="$out/$name/model"; fi
 done
