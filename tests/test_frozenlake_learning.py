@@ -68,22 +68,27 @@ def test_the_difficulty_selector_launches_bots_on_the_maps_reference_pass_rates(
 
 def test_each_default_lever_of_the_levers_script_passes_trinitys_checker(sample_work, tmp_path):
     """The levers hold's launches, with the flags its scripts really pass (a `python3` on PATH records them
-    instead of training): Trinity must accept each before a hold spends minutes on it."""
+    instead of training): Trinity must accept each before a hold spends minutes on it. With CARRY, only the
+    first run's weights are packed, against CARRY_BASE."""
     bin_dir, calls = tmp_path / "bin", tmp_path / "calls"
     bin_dir.mkdir(), calls.mkdir()
     (bin_dir / "python3").write_text(f'#!/bin/sh\nprintf "%s\\0" "$@" > "{calls}/$(ls {calls} | wc -l)"\n')
     (bin_dir / "python3").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "CARRY": "/carry", "CARRY_BASE": "base.gguf"}
     out = subprocess.run(["bash", "experiments/holds/frozenlake_levers.sh", "model.gguf", str(tmp_path / "levers")],
-                         cwd=REPO, env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"},
-                         capture_output=True, text=True, check=True).stdout
-    assert out.split() == ["bots", "rc=0", "repeat", "rc=0", "over8", "rc=0"]
-    expected = ["difficulty_based", "every 2 step(s)", "rest dropped (explorer.over_rollout)"]
-    for call, shown in zip(sorted(calls.iterdir(), key=lambda path: int(path.name)), expected, strict=True):
-        argv = call.read_text().split("\0")[:-1]
-        assert argv[:3] == ["-m", "experiments.frozenlake_learning", "model.gguf"]
+                         cwd=REPO, env=env, capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["repeat", "rc=0", "bots", "rc=0", "over8", "rc=0"]
+    argvs = [call.read_text().split("\0")[:-1] for call in sorted(calls.iterdir(), key=lambda path: int(path.name))]
+    pack = argvs[2]  # after the repeat's launch and its checkpoint lookup
+    assert pack[:3] == ["-m", "experiments.carry_weights", "pack"] and pack[-3:] == ["/carry", "--base", "base.gguf"]
+    launches = [argv for argv in argvs if argv[:2] == ["-m", "experiments.frozenlake_learning"]]
+    assert len(argvs) == 5 and [argvs.index(argv) for argv in launches] == [0, 3, 4]
+    expected = ["every 2 step(s)", "difficulty_based", "rest dropped (explorer.over_rollout)"]
+    for n, (argv, shown) in enumerate(zip(launches, expected, strict=True)):
+        assert argv[2] == "model.gguf"
         args = learning.build_parser().parse_args(argv[3:])
         assert (args.steps, args.save_every) == (16, 100)
-        assert shown in train_dry_run(args, tmp_path / call.name, sample_work)
+        assert shown in train_dry_run(args, tmp_path / str(n), sample_work)
 
 
 def test_a_timed_launch_keeps_recent_checkpoints_with_hf_weights(sample_work, tmp_path):
