@@ -221,7 +221,7 @@ def test_a_run_that_returns_because_the_ctrl_c_stopped_it_still_ends_as_interrup
 
 
 def test_a_ctrl_c_the_watched_call_swallowed_still_ends_the_block_as_interrupted(tmp_path, python_sigint):
-    """Ray's blocking calls run the SIGINT handler and turn its KeyboardInterrupt into a status, which they drop
+    """Ray's blocking calls run the SIGINT handler and turn its KeyboardInterrupt into a status, which they can drop
     when their wait ends at the same time (the stop killed the actors): the block must still end interrupted."""
     import os
     import signal
