@@ -336,7 +336,7 @@ class Trainer:
 def tune(config_path, **kwargs):  # Trinity's both(): wait for the Explorer and the Trainer in ray.wait
     trinity_config = validate(yaml.safe_load(open(config_path)), run_frozen_lake)
     trainer = Trainer.options(name=trinity_config.trainer.name, namespace=trinity_config.ray_namespace).remote()
-    print("training", flush=True)
+    open(sys.argv[2], "w").close()  # a file, not a line on stdout, which Ray's log threads can write into
     ray.wait([trainer.train.remote()], num_returns=1)
 
 cluster.detect_cluster = lambda: (1, 2)
@@ -358,13 +358,16 @@ def test_ctrl_c_during_training_ends_the_launch_with_130_and_the_last_saved_step
 
     # SIGINT handled as in a terminal, however pytest was started: a background job of a script
     # (`cmd &` without job control) inherits SIGINT ignored, and Ctrl-C would then do nothing.
-    process = subprocess.Popen([sys.executable, "-c", CTRL_C_DURING_TRAINING, str(tmp_path)], cwd=REPO,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    waiting = tmp_path / "tune-waiting"
+    process = subprocess.Popen([sys.executable, "-c", CTRL_C_DURING_TRAINING, str(tmp_path), str(waiting)],
+                               cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
-        for line in process.stdout:  # wait until tune() sits in ray.wait
-            if line.strip() == "training":
-                break
+        deadline = time.monotonic() + 300
+        while not waiting.exists():  # until tune() sits in ray.wait
+            assert process.poll() is None, process.communicate()
+            assert time.monotonic() < deadline, "the launch never reached tune()'s ray.wait"
+            time.sleep(0.2)
         time.sleep(3)
         process.send_signal(signal.SIGINT)
         started = time.monotonic()
