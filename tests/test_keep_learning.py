@@ -55,3 +55,19 @@ def test_keep_refuses_what_is_not_a_learning_output_and_an_existing_folder(tmp_p
     with pytest.raises(SystemExit, match="expected an experiments.frozenlake_learning output folder"):
         keep_learning.keep(source / "after", tmp_path / "other")
     assert not (tmp_path / "other").exists() and not (tmp_path / "other.partial").exists()
+
+
+def test_keep_links_a_before_already_kept_and_refuses_one_that_differs(tmp_path):
+    source = learning_output(tmp_path / "hold")
+    assert keep_learning.main([str(source), str(tmp_path / "learning" / "base")]) == 0
+    base_before = tmp_path / "learning" / "base" / "before"
+    kept = tmp_path / "learning" / "long" / "hold2"
+    assert keep_learning.main([str(source), str(kept), "--before", str(base_before)]) == 0
+    assert (kept / "before").is_symlink() and str((kept / "before").readlink()) == "../../base/before"
+    assert (kept / "before" / "report.json").read_text() == (source / "before" / "report.json").read_text()
+
+    (base_before / "report.json").write_text(json.dumps({"success_rate": 0.5}))
+    with pytest.raises(SystemExit, match=r"--before .*base/before: expected the same files as the run's before/ "
+                                         r"\(episodes.jsonl.gz, report.json\)"):
+        keep_learning.keep(source, tmp_path / "learning" / "other", base_before)
+    assert not (tmp_path / "learning" / "other").exists()
