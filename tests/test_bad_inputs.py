@@ -542,6 +542,22 @@ def interrupted(command, cwd, marker):
     return process.returncode, [line for line in "".join(seen).replace("\r", "\n").splitlines() if line.strip()]
 
 
+def test_a_ctrl_c_before_a_progress_bars_block_is_entered_still_ends_in_one_line_of_its_own(capsys):
+    from tqdm import tqdm
+
+    from rftkit.inputs import reports_input_errors
+
+    @reports_input_errors
+    def main():
+        bar = tqdm(total=10, desc="training maps")  # drawn; the Ctrl-C comes before a `with` would close it
+        raise KeyboardInterrupt(bar)
+
+    with pytest.raises(SystemExit) as ended:
+        main()
+    assert ended.value.code == 130
+    assert capsys.readouterr().err.replace("\r", "\n").splitlines()[-1] == "error: interrupted (Ctrl-C)"
+
+
 @pytest.mark.parametrize("script,flags,marker,message", [
     ("scripts/evaluate.py", ["--task", "frozenlake", "--data", "{tmp}/fl", "--model", "random", "--repeats", "20000",
                              "--out", "{tmp}/out"], "episodes:",

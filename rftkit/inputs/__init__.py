@@ -54,13 +54,24 @@ def reports_input_errors(main: Callable[..., int]) -> Callable[..., int]:
         try:
             return main(*args, **kwargs)
         except InputError as exc:
+            close_progress_bars()
             print(f"error: {exc}", file=sys.stderr)
             raise
         except KeyboardInterrupt:
+            close_progress_bars()
             print("error: interrupted (Ctrl-C)", file=sys.stderr)
             raise SystemExit(130) from None
 
     return wrapper
+
+
+def close_progress_bars() -> None:
+    """Close the tqdm bars still open, so that what is printed next starts on its own line. A Ctrl-C that lands
+    while a bar is being made, after it has drawn itself but before its `with` block is entered, leaves it open,
+    with no newline after it."""
+    tqdm = getattr(sys.modules.get("tqdm"), "tqdm", None)
+    for bar in list(getattr(tqdm, "_instances", ())):
+        bar.close()
 
 
 @contextlib.contextmanager
