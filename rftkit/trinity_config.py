@@ -84,9 +84,19 @@ def logs_held():
                 handler.setStream(real)
 
 
-def known_names(message: str) -> str:
+# A config field that names a registry's entry -> that registry's name, so that an unknown entry is answered with
+# the names of the registry it was looked up in (an operator's entry is the `name` of an item of `operators`)
+FIELD_REGISTRIES = {"selector_type": "selectors", "algorithm_type": "algorithm", "advantage_fn": "advantage_fn",
+                    "kl_penalty_fn": "kl_fn", "kl_loss_fn": "kl_fn", "policy_loss_fn": "policy_loss_fn",
+                    "entropy_loss_fn": "entropy_loss_fn", "sample_strategy": "sample_strategy",
+                    "default_workflow_type": "workflows", "default_reward_fn_type": "reward_functions",
+                    "operators": "experience_operators"}
+
+
+def known_names(message: str, config: dict | None = None) -> str:
     """For Trinity's "Invalid module key: NAME" (a selector, workflow, algorithm... it has no such entry for): the
-    names of the registry that holds the closest one, with that one suggested; else ""."""
+    names of the registry the field holding NAME in `config` is looked up in, with the closest suggested; with no
+    such field, the registry that holds the closest name of all; else ""."""
     import difflib
 
     from trinity.utils.registry import Registry
@@ -98,19 +108,34 @@ def known_names(message: str) -> str:
                   for value in vars(module).values() if isinstance(value, Registry)]
     names = {registry.name: sorted({*registry.modules, *getattr(registry, "_default_mapping", {})})
              for registry in registries}
-    every = [name for listed in names.values() for name in listed]
+    registry = next((FIELD_REGISTRIES[part] for path, leaf in leaves(config or {}) if leaf == found[1]
+                     for part in reversed(path) if part in FIELD_REGISTRIES), None)
+    every = names.get(registry) or [name for listed in names.values() for name in listed]
     closest = difflib.get_close_matches(found[1], every, n=1, cutoff=0.5)
-    if not closest:
-        return ""
-    registry = next(name for name, listed in names.items() if closest[0] in listed)
-    return f"; did you mean {closest[0]}? Trinity's {registry}: {', '.join(names[registry])}"
+    if registry not in names:
+        if not closest:
+            return ""
+        registry = next(name for name, listed in names.items() if closest[0] in listed)
+    suggestion = f" did you mean {closest[0]}?" if closest else ""
+    return f";{suggestion} Trinity's {registry}: {', '.join(names[registry])}"
+
+
+def leaves(tree: Any, path: tuple = ()):
+    """Each (path, value) of a YAML tree's leaves, the path its keys and list indices."""
+    if not isinstance(tree, (dict, list)):
+        yield path, tree
+        return
+    for key, child in tree.items() if isinstance(tree, dict) else enumerate(tree):
+        yield from leaves(child, (*path, key))
 
 
 def source_of(message: str, set_values: list[tuple[str, Any]]) -> str | None:
     """The `--set KEY=VALUE` a message of Trinity's is about: the last one whose key the message starts with, or
-    whose text value it quotes as a word (Trinity names an unknown registry entry by its value); else None."""
+    one of whose texts (its value, or one inside a list or mapping given) it quotes as a word (Trinity names an
+    unknown registry entry by its value); else None."""
     for key, value in reversed(list(set_values)):
-        quoted = isinstance(value, str) and re.search(rf"(?<![\w.-]){re.escape(value)}(?![\w.-])", message)
+        quoted = any(isinstance(text, str) and re.search(rf"(?<![\w.-]){re.escape(text)}(?![\w.-])", message)
+                     for _, text in leaves(value))
         if message.startswith((f"{key}:", f"{key}.")) or quoted:
             return f"--set {key}={value}"
     return None
@@ -236,13 +261,15 @@ def validate(config: dict, workflow_func: Callable, judge_func: Callable | None 
         try:
             trinity_config = build_trinity_config(write_yaml(copy_in_scratch, Path(scratch) / "config.yaml"),
                                                   workflow_func, judge_func)
+            # the plugins' arguments, which Trinity passes on unread, to fail at the first step; an operator that
+            # Trinity has no entry for, which it takes too, is refused here as the loader refuses a selector
+            problem = plugin_args_problem(trinity_config)
         except (ValueError, AssertionError) as exc:  # how Trinity's loader and check_and_update() reject settings
             message = one_line(exc)
-            raise InputError(f"{source_of(message, set_values) or config_file}: {message}{known_names(message)}") \
-                from None
-        message = plugin_args_problem(trinity_config)  # which Trinity passes on unread, to fail at the first step
-        if message:
-            raise InputError(f"{source_of(message, set_values) or config_file}: {message}")
+            raise InputError(f"{source_of(message, set_values) or config_file}: {message}"
+                             f"{known_names(message, copy_in_scratch)}") from None
+        if problem:
+            raise InputError(f"{source_of(problem, set_values) or config_file}: {problem}")
     sys.stdout.write(held.getvalue())  # valid: Trinity's notes on it, which a refusal leaves out
     trinity_config.checkpoint_root_dir = config["checkpoint_root_dir"]
     trinity_config.checkpoint_job_dir = trinity_config.get_checkpoint_job_dir()

@@ -277,6 +277,15 @@ CASES = [
      "error: --set buffer.explorer_input.taskset.task_selector.selector_type=randm: Invalid module key: randm; did "
      "you mean random? Trinity's selectors: difficulty_based, difficulty_based_resumable, offline_easy2hard, "
      "random, sequential, shuffle"),
+    ("selector-unknown-with-bots-settings", nothing,
+     [*MATH_MAIN, "--set", "buffer.explorer_input.taskset.data_selector.selector_type=bogus"],
+     "error: --set buffer.explorer_input.taskset.data_selector.selector_type=bogus: Invalid module key: bogus; "
+     "Trinity's selectors: difficulty_based, difficulty_based_resumable, offline_easy2hard, random, sequential, "
+     "shuffle"),
+    ("operator-unknown", nothing,
+     [*MATH_MAIN, "--set", "data_processor.experience_pipeline.operators=[{{name: pass_rate_calc}}]"],
+     "error: --set data_processor.experience_pipeline.operators=[{{'name': 'pass_rate_calc'}}]: Invalid module key: "
+     "pass_rate_calc; did you mean pass_rate_calculator? Trinity's experience_operators: dapo_dynamic_sampling, "),
     ("advantage-arg-misspelled", nothing, [*FROZENLAKE_MAIN, "--set", "algorithm.advantage_fn_args.epsilonn=1"],
      "error: --set algorithm.advantage_fn_args.epsilonn=1: algorithm.advantage_fn_args.epsilonn: not a setting of "
      "advantage_fn 'step_wise_grpo' (it reads enable_step_norm, epsilon, std_cal_level, std_threshold); did you "

@@ -292,8 +292,12 @@ def check_selector_kwargs(selector: dict, where: str) -> None:
     them without a look, and a bad one fails at the first update, after the whole GPU start-up."""
     import difflib
 
+    from trinity.buffer.selector import SELECTORS
+
     kwargs = selector.get("kwargs") or {}
     kind = selector.get("selector_type") or "sequential"  # Trinity-RFT's default
+    if kind not in {*SELECTORS.modules, *getattr(SELECTORS, "_default_mapping", {}), digest.NAME}:
+        return  # no selector of Trinity's: its own check says so, with the names it has
     if not isinstance(kwargs, dict):
         raise InputError(f"{where}.kwargs: expected a mapping of settings, got {kwargs!r}")
     known = BOTS_KWARGS if kind in BOTS_SELECTORS else {}
