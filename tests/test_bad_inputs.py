@@ -286,6 +286,14 @@ CASES = [
      [*MATH_MAIN, "--set", "data_processor.experience_pipeline.operators=[{{name: pass_rate_calc}}]"],
      "error: --set data_processor.experience_pipeline.operators=[{{'name': 'pass_rate_calc'}}]: Invalid module key: "
      "pass_rate_calc; did you mean pass_rate_calculator? Trinity's experience_operators: dapo_dynamic_sampling, "),
+    ("workflow-type-tune-replaces", nothing,
+     [*FROZENLAKE_MAIN, "--set", "buffer.explorer_input.default_workflow_type=frozen_lake_workflow"],
+     "error: --set buffer.explorer_input.default_workflow_type: tune() sets the workflow type itself (to its "
+     "adapter, which runs the example's workflow function), so a value here is never used"),
+    ("workflow-args-tune-never-hands-on", nothing,
+     [*FROZENLAKE_MAIN, "--set", "buffer.explorer_input.taskset.workflow_args.agent_max_steps=5"],
+     "error: --set buffer.explorer_input.taskset.workflow_args: tune() hands the workflow function a task's row and "
+     "the model, not these (agent_max_steps), so they are never used; an episode's settings go in the task rows"),
     ("advantage-arg-misspelled", nothing, [*FROZENLAKE_MAIN, "--set", "algorithm.advantage_fn_args.epsilonn=1"],
      "error: --set algorithm.advantage_fn_args.epsilonn=1: algorithm.advantage_fn_args.epsilonn: not a setting of "
      "advantage_fn 'step_wise_grpo' (it reads enable_step_norm, epsilon, std_cal_level, std_threshold); did you "

@@ -1,8 +1,9 @@
 """The keys and values of a run's config, checked against Trinity-RFT's config classes before Trinity reads them.
 
 `check_set_key` refuses a `--set` key that Trinity's config has no place for; `check_sections` a value where
-Trinity has a section or a list; `check_counts` a count below its least sensible value. Each names the key and
-where it came from (the file, or `--set`).
+Trinity has a section or a list; `check_counts` a count below its least sensible value; `check_tune_sets` a
+setting agentscope's tune() replaces or never hands on. Each names the key and where it came from (the file, or
+`--set`).
 """
 
 from __future__ import annotations
@@ -107,3 +108,28 @@ def check_counts(config: dict, source: str) -> None:
         value = keys.get(config, dotted)
         if isinstance(value, (int, float)) and not isinstance(value, bool) and value < least:
             raise InputError(f"{key_in(source, dotted)}: expected {least} or more, got {value}")
+
+
+# Where agentscope.tuner.tune() puts its own values over the config's (agentscope 1.0.21, tuner/_config.py): the
+# workflow type, its adapter's; and each taskset's workflow_args, which carry the workflow and judge functions to
+# that adapter, which hands the workflow function a task's row and the model and nothing of workflow_args.
+TUNE_SETS = ("buffer.explorer_input.default_workflow_type", "buffer.explorer_input.taskset.default_workflow_type")
+
+
+def check_tune_sets(config: dict, source: str) -> None:
+    """Refuse a setting that tune() replaces or never hands on, naming its key and `source` (a file, or "--set"):
+    Trinity would take it, and the run would go as if it were not there."""
+    for dotted in TUNE_SETS:
+        if keys.get(config, dotted) is not None:
+            raise InputError(f"{key_in(source, dotted)}: tune() sets the workflow type itself (to its adapter, which "
+                             f"runs the example's workflow function), so a value here is never used")
+    explorer_input = keys.get(config, "buffer.explorer_input") or {}
+    tasksets = [("buffer.explorer_input.taskset", explorer_input.get("taskset")),
+                *((f"buffer.explorer_input.eval_tasksets.{index}", taskset)
+                  for index, taskset in enumerate(explorer_input.get("eval_tasksets") or []))]
+    for key, taskset in tasksets:
+        given = (taskset or {}).get("workflow_args") if isinstance(taskset, dict) else None
+        if given:
+            raise InputError(f"{key_in(source, f'{key}.workflow_args')}: tune() hands the workflow function a task's "
+                             f"row and the model, not these ({', '.join(map(str, given))}), so they are never used; "
+                             f"an episode's settings go in the task rows")
