@@ -294,6 +294,8 @@ CASES = [
      [*FROZENLAKE_MAIN, "--set", "buffer.explorer_input.taskset.workflow_args.agent_max_steps=5"],
      "error: --set buffer.explorer_input.taskset.workflow_args: tune() hands the workflow function a task's row and "
      "the model, not these (agent_max_steps), so they are never used; an episode's settings go in the task rows"),
+    ("model-len-below-prompt-and-response", nothing, [*FROZENLAKE_MAIN, "--set", "model.max_model_len=100"],
+     "error: --set model.max_model_len=100: `max_prompt_tokens` + `max_response_tokens` ("),
     ("advantage-arg-misspelled", nothing, [*FROZENLAKE_MAIN, "--set", "algorithm.advantage_fn_args.epsilonn=1"],
      "error: --set algorithm.advantage_fn_args.epsilonn=1: algorithm.advantage_fn_args.epsilonn: not a setting of "
      "advantage_fn 'step_wise_grpo' (it reads enable_step_norm, epsilon, std_cal_level, std_threshold); did you "
