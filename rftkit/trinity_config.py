@@ -18,7 +18,7 @@ from typing import Any, Callable
 from omegaconf.errors import OmegaConfBaseException
 
 from rftkit import trinity_plugins
-from rftkit.inputs import InputError
+from rftkit.inputs import InputError, registry_names
 from rftkit.overrides import write_yaml
 from rftkit.patches.apply import install
 
@@ -106,8 +106,7 @@ def known_names(message: str, config: dict | None = None) -> str:
         return ""
     registries = [value for name, module in list(sys.modules.items()) if name.startswith("trinity.")
                   for value in vars(module).values() if isinstance(value, Registry)]
-    names = {registry.name: sorted({*registry.modules, *getattr(registry, "_default_mapping", {})})
-             for registry in registries}
+    names = {registry.name: registry_names(registry) for registry in registries}
     registry = next((FIELD_REGISTRIES[part] for path, leaf in leaves(config or {}) if leaf == found[1]
                      for part in reversed(path) if part in FIELD_REGISTRIES), None)
     every = names.get(registry) or [name for listed in names.values() for name in listed]

@@ -227,15 +227,21 @@ def get_key(config: dict, dotted: str, config_file: str) -> Any:
     return keys.get(config, dotted)
 
 
+def taskset_entries(config: dict) -> list[tuple[Any, str]]:
+    """(taskset, its dotted key) for the training taskset and each eval taskset the config has, unchecked."""
+    explorer_input = keys.get(config, "buffer.explorer_input") or {}
+    evals = explorer_input.get("eval_tasksets")
+    return [(explorer_input.get("taskset"), TRAIN_TASKSET),
+            *((taskset, f"buffer.explorer_input.eval_tasksets.{i}")
+              for i, taskset in enumerate(evals if isinstance(evals, list) else []))]
+
+
 def tasksets(config: dict, config_file: str = "the config") -> list[tuple[dict, str]]:
     """(taskset, its dotted key) for the training taskset and each eval taskset, or exit naming the one at fault."""
     get_key(config, keys.TRAIN_TASKSET_PATH_KEY, config_file)  # eval tasksets are optional
-    explorer_input = config["buffer"]["explorer_input"]
-    found = [(explorer_input["taskset"], TRAIN_TASKSET)]
-    evals = explorer_input.get("eval_tasksets") or []
-    if not isinstance(evals, list):
+    if not isinstance(config["buffer"]["explorer_input"].get("eval_tasksets") or [], list):
         raise InputError(f"{config_file}: buffer.explorer_input.eval_tasksets: expected a list of tasksets")
-    found += [(taskset, f"buffer.explorer_input.eval_tasksets.{i}") for i, taskset in enumerate(evals)]
+    found = taskset_entries(config)
     for taskset, key in found:
         if not isinstance(taskset, dict) or not isinstance(taskset.get("path"), str):
             raise InputError(f"{config_file}: {key}: expected a taskset with a path (a folder)")
@@ -287,6 +293,11 @@ def check_task_splits(config: dict, columns: dict[str, str], remedy: str, flags:
             raise InputError(f"{exc}; {remedy}") from None
 
 
+def registry_names(registry) -> list[str]:
+    """The names a Trinity-RFT registry has an entry for: those registered, and those it imports when first asked."""
+    return sorted({*registry.modules, *getattr(registry, "_default_mapping", {})})
+
+
 def check_selector_kwargs(selector: dict, where: str) -> None:
     """Refuse a selector's `kwargs` that its code does not read, or of a kind or range it cannot use: Trinity takes
     them without a look, and a bad one fails at the first update, after the whole GPU start-up."""
@@ -296,7 +307,7 @@ def check_selector_kwargs(selector: dict, where: str) -> None:
 
     kwargs = selector.get("kwargs") or {}
     kind = selector.get("selector_type") or "sequential"  # Trinity-RFT's default
-    if kind not in {*SELECTORS.modules, *getattr(SELECTORS, "_default_mapping", {}), digest.NAME}:
+    if kind not in {*registry_names(SELECTORS), digest.NAME}:
         return  # no selector of Trinity's: its own check says so, with the names it has
     if not isinstance(kwargs, dict):
         raise InputError(f"{where}.kwargs: expected a mapping of settings, got {kwargs!r}")

@@ -14,7 +14,7 @@ import typing
 from types import UnionType
 
 from rftkit import keys
-from rftkit.inputs import InputError
+from rftkit.inputs import InputError, taskset_entries
 
 
 def _config_class(hint):
@@ -123,12 +123,8 @@ def check_tune_sets(config: dict, source: str) -> None:
         if keys.get(config, dotted) is not None:
             raise InputError(f"{key_in(source, dotted)}: tune() sets the workflow type itself (to its adapter, which "
                              f"runs the example's workflow function), so a value here is never used")
-    explorer_input = keys.get(config, "buffer.explorer_input") or {}
-    tasksets = [("buffer.explorer_input.taskset", explorer_input.get("taskset")),
-                *((f"buffer.explorer_input.eval_tasksets.{index}", taskset)
-                  for index, taskset in enumerate(explorer_input.get("eval_tasksets") or []))]
-    for key, taskset in tasksets:
-        given = (taskset or {}).get("workflow_args") if isinstance(taskset, dict) else None
+    for taskset, key in taskset_entries(config):
+        given = taskset.get("workflow_args") if isinstance(taskset, dict) else None
         if given:
             raise InputError(f"{key_in(source, f'{key}.workflow_args')}: tune() hands the workflow function a task's "
                              f"row and the model, not these ({', '.join(map(str, given))}), so they are never used; "
