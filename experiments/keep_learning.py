@@ -22,6 +22,7 @@ from pathlib import Path
 
 from rftkit.cli import ArgumentParser
 from rftkit.files import atomic_folder, gzip_in_place
+from rftkit.inputs import InputError, reports_input_errors
 from runkit.runs import job_dir, launch_config_path
 
 REPORTS = ("before_after.md", "before_after.png", "curves.md", "curves.png")
@@ -31,10 +32,10 @@ RECORDS = ("monitor", "gpu_samples.csv", "startup.jsonl", "log/trainer.log")
 def keep(source: Path, dest: Path, before: Path | None = None) -> None:
     run = job_dir(source / "checkpoints")
     if run is None or not (source / "after" / "report.json").is_file():
-        raise SystemExit(f"error: {source}: expected an experiments.frozenlake_learning output folder, with "
+        raise InputError(f"{source}: expected an experiments.frozenlake_learning output folder, with "
                          f"after/report.json and checkpoints/<project>/<name>/log")
     if dest.exists():
-        raise SystemExit(f"error: {dest}: exists; keep writes a new folder")
+        raise InputError(f"{dest}: exists; keep writes a new folder")
     with atomic_folder(dest) as partial:
         for part in ("before", "after"):
             if (source / part).is_dir():
@@ -64,11 +65,12 @@ def link_same(copy: Path, kept: Path, dest: Path) -> None:
     names = sorted(path.name for path in copy.iterdir()) if copy.is_dir() else []
     if not kept.is_dir() or sorted(path.name for path in kept.iterdir()) != names or \
             filecmp.cmpfiles(copy, kept, names, shallow=False)[0] != names:
-        raise SystemExit(f"error: --before {kept}: expected the same files as the run's before/ ({', '.join(names)})")
+        raise InputError(f"--before {kept}: expected the same files as the run's before/ ({', '.join(names)})")
     shutil.rmtree(copy)
     copy.symlink_to(os.path.relpath(kept.resolve(), dest.resolve()))
 
 
+@reports_input_errors
 def main(argv: list[str] | None = None) -> int:
     parser = ArgumentParser(prog="python -m experiments.keep_learning", description=__doc__)
     parser.add_argument("source", metavar="SRC", type=Path, help="an experiments.frozenlake_learning output folder")

@@ -52,8 +52,9 @@ def test_keep_refuses_what_is_not_a_learning_output_and_an_existing_folder(tmp_p
     (tmp_path / "taken").mkdir()
     with pytest.raises(SystemExit, match="taken: exists; keep writes a new folder"):
         keep_learning.keep(source, tmp_path / "taken")
-    with pytest.raises(SystemExit, match="expected an experiments.frozenlake_learning output folder"):
-        keep_learning.keep(source / "after", tmp_path / "other")
+    with pytest.raises(SystemExit, match="expected an experiments.frozenlake_learning output folder") as raised:
+        keep_learning.main([str(source / "after"), str(tmp_path / "other")])
+    assert raised.value.code == 2  # a bad input, as every entry point answers one
     assert not (tmp_path / "other").exists() and not (tmp_path / "other.partial").exists()
 
 
