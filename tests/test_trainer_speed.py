@@ -361,3 +361,21 @@ def test_the_ceiling_tries_the_largest_budget_then_the_one_its_logits_fit():
     assert ceiling_budgets("math", ["sdpa-blocks", "liger"]) == [24576]
     assert ceiling_budgets("math", ["liger", "liger-fused"]) == [49152, 24576]
     assert ceiling_budgets("frozenlake", ["sdpa-blocks", "liger"]) == [25600]
+
+
+def test_a_ceiling_pass_the_gpu_cannot_hold_reads_out_of_memory_and_the_ceiling_comes_from_the_others():
+    import torch
+
+    from experiments.trainer_speed.ceiling import fastest, if_it_fits
+
+    def too_big(attn):
+        raise torch.cuda.OutOfMemoryError(f"CUDA out of memory ({attn})")
+
+    result = {"packed (varlen)": {"tokens/s": 30000.0, "seconds": 1.4},
+              "padded (sdpa)": if_it_fits(too_big, "sdpa")}
+    assert result["padded (sdpa)"] == {"error": "out of memory"}
+    assert fastest(result, ("packed (varlen)", "padded (sdpa)")) == {"from": "packed (varlen)", "tokens/s": 30000.0,
+                                                                     "seconds": 1.4}
+    assert if_it_fits(lambda attn: {"tokens/s": 40000.0}, "sdpa") == {"tokens/s": 40000.0}
+    result["padded (sdpa)"] = {"tokens/s": 40000.0}
+    assert fastest(result, ("packed (varlen)", "padded (sdpa)"))["from"] == "padded (sdpa)"

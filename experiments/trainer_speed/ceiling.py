@@ -78,23 +78,13 @@ def run_ceiling(example: str, model: Path, budget: int, steps: int) -> dict:
                 "MFU": 6 * params * total / seconds / PEAK_FLOPS, "peak allocated (GiB)": peak,
                 "forward only (s)": forward, "forward only tokens/s": total / forward}
 
-    def if_it_fits(attn: str, run, **levers) -> dict:
-        try:
-            reading = measure(attn, run, **levers)
-        except torch.cuda.OutOfMemoryError:
-            reading = {"error": "out of memory"}
-        torch.cuda.empty_cache()  # here, not in `except`: the exception's frames hold the model until it ends
-        return reading
-
     # The packed pass must fit: where it does not, the caller runs all again at a smaller budget. The padded pass
     # pads every sequence to the micro-batch's longest, so at the same budget it may need more than the card has
     # (math's on an 80 GB card); it is a comparison, and then reads "out of memory".
     result = {"micro-batches": len(batches), "micro-batch token budget": budget,
               "packed (varlen)": measure(packed_attention.NAME, packed_pass),
-              "padded (sdpa)": if_it_fits("sdpa", padded_pass)}
-    best = max((k for k in ("packed (varlen)", "padded (sdpa)") if "error" not in result[k]),
-               key=lambda k: result[k]["tokens/s"])
-    result["ceiling"] = {"from": best, **result[best]}
+              "padded (sdpa)": if_it_fits(measure, "sdpa", padded_pass)}
+    result["ceiling"] = fastest(result, ("packed (varlen)", "padded (sdpa)"))
 
     try:
         import liger_kernel  # noqa: F401  (only to know whether the liger levers can run here)
@@ -103,11 +93,28 @@ def run_ceiling(example: str, model: Path, budget: int, steps: int) -> dict:
     except ImportError:
         levers = {"packed, no checkpointing": (False, False)}
     for name, (liger, checkpointing) in levers.items():
-        result[name] = if_it_fits(packed_attention.NAME, packed_pass, liger=liger, checkpointing=checkpointing)
-    measured = [name for name in levers if "error" not in result[name]]
-    if measured:
-        best = max(measured, key=lambda k: result[k]["tokens/s"])
-        result["ceiling with levers"] = {"from": best, **result[best]}
+        result[name] = if_it_fits(measure, packed_attention.NAME, packed_pass, liger=liger,
+                                  checkpointing=checkpointing)
+    if any("error" not in result[name] for name in levers):
+        result["ceiling with levers"] = fastest(result, levers)
     return result
+
+
+def if_it_fits(measure, *args, **kwargs) -> dict:
+    """`measure(*args, **kwargs)`, or {"error": "out of memory"} where the GPU could not hold it."""
+    import torch
+
+    try:
+        reading = measure(*args, **kwargs)
+    except torch.cuda.OutOfMemoryError:
+        reading = {"error": "out of memory"}
+    torch.cuda.empty_cache()  # here, not in `except`: the exception's frames hold the model until it ends
+    return reading
+
+
+def fastest(result: dict, names) -> dict:
+    """The reading among `names` with the most tokens/s, leaving out those that failed, named in "from"."""
+    best = max((name for name in names if "error" not in result[name]), key=lambda name: result[name]["tokens/s"])
+    return {"from": best, **result[best]}
 
 
