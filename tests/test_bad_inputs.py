@@ -294,6 +294,9 @@ CASES = [
      [*FROZENLAKE_MAIN, "--set", "buffer.explorer_input.taskset.workflow_args.agent_max_steps=5"],
      "error: --set buffer.explorer_input.taskset.workflow_args: tune() hands the workflow function a task's row and "
      "the model, not these (agent_max_steps), so they are never used; an episode's settings go in the task rows"),
+    ("group-of-one-always-skipped", nothing, [*FROZENLAKE_MAIN, "--set", "algorithm.repeat_times=1"],
+     "error: --set algorithm.repeat_times: 1 rollout a task, and algorithm.advantage_fn_args.std_threshold is set "
+     "(0.0001): every group of one is skipped, so the trainer would never get an experience; expected 2 or more"),
     ("model-len-below-prompt-and-response", nothing, [*FROZENLAKE_MAIN, "--set", "model.max_model_len=100"],
      "error: --set model.max_model_len=100: `max_prompt_tokens` + `max_response_tokens` ("),
     ("advantage-arg-misspelled", nothing, [*FROZENLAKE_MAIN, "--set", "algorithm.advantage_fn_args.epsilonn=1"],

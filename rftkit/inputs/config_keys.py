@@ -1,9 +1,9 @@
 """The keys and values of a run's config, checked against Trinity-RFT's config classes before Trinity reads them.
 
 `check_set_key` refuses a `--set` key that Trinity's config has no place for; `check_sections` a value where
-Trinity has a section or a list; `check_counts` a count below its least sensible value; `check_tune_sets` a
-setting agentscope's tune() replaces or never hands on. Each names the key and where it came from (the file, or
-`--set`).
+Trinity has a section or a list; `check_counts` a count below its least sensible value; `check_groups` groups of
+one rollout that the advantage function drops; `check_tune_sets` a setting agentscope's tune() replaces or never
+hands on. Each names the key and where it came from (the file, or `--set`).
 """
 
 from __future__ import annotations
@@ -108,6 +108,18 @@ def check_counts(config: dict, source: str) -> None:
         value = keys.get(config, dotted)
         if isinstance(value, (int, float)) and not isinstance(value, bool) and value < least:
             raise InputError(f"{key_in(source, dotted)}: expected {least} or more, got {value}")
+
+
+def check_groups(config: dict, source: str) -> None:
+    """Refuse groups of one rollout where the advantage function drops them: Trinity-RFT 0.6.0's grpo and
+    multi_step_grpo skip a group of one whenever `std_threshold` is set, so no experience would reach the trainer.
+    Trinity's default group is 1."""
+    group = keys.get(config, "algorithm.repeat_times", 1)
+    threshold = keys.get(config, "algorithm.advantage_fn_args.std_threshold")
+    if group == 1 and threshold is not None:
+        raise InputError(f"{key_in(source, 'algorithm.repeat_times')}: 1 rollout a task, and "
+                         f"algorithm.advantage_fn_args.std_threshold is set ({threshold}): every group of one is "
+                         f"skipped, so the trainer would never get an experience; expected 2 or more")
 
 
 # Where agentscope.tuner.tune() puts its own values over the config's (agentscope 1.0.21, tuner/_config.py): the
