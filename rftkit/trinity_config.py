@@ -130,13 +130,15 @@ def leaves(tree: Any, path: tuple = ()):
 
 def source_of(message: str, set_values: list[tuple[str, Any]]) -> str | None:
     """The `--set KEY=VALUE` a message of Trinity's is about: the last one whose key the message starts with, whose
-    field it names in backquotes (as its checks of lengths do: "`max_model_len`"), or one of whose texts (its
-    value, or one inside a list or mapping given) it quotes as a word (Trinity names an unknown registry entry by
-    its value); else None."""
+    field it names in backquotes (as its checks of lengths do: "`max_model_len`") or by its last two parts joined
+    ("over_rollout_ratio" for explorer.over_rollout.ratio), or one of whose texts (its value, or one inside a list
+    or mapping given) it quotes as a word (Trinity names an unknown registry entry by its value); else None."""
     for key, value in reversed(list(set_values)):
         quoted = any(isinstance(text, str) and re.search(rf"(?<![\w.-]){re.escape(text)}(?![\w.-])", message)
                      for _, text in leaves(value))
-        named = f"`{key.rsplit('.', 1)[-1]}`" in message
+        parts = key.split(".")
+        named = f"`{parts[-1]}`" in message or (
+            len(parts) > 1 and re.search(rf"(?<![\w.]){re.escape('_'.join(parts[-2:]))}(?!\w)", message) is not None)
         if message.startswith((f"{key}:", f"{key}.")) or named or quoted:
             return f"--set {key}={value}"
     return None

@@ -294,6 +294,10 @@ CASES = [
      [*FROZENLAKE_MAIN, "--set", "buffer.explorer_input.taskset.workflow_args.agent_max_steps=5"],
      "error: --set buffer.explorer_input.taskset.workflow_args: tune() hands the workflow function a task's row and "
      "the model, not these (agent_max_steps), so they are never used; an episode's settings go in the task rows"),
+    ("over-rollout-ratio-negative", nothing, [*FROZENLAKE_MAIN, "--set", "explorer.over_rollout.ratio=-0.5"],
+     "error: --set explorer.over_rollout.ratio: expected 0 or more, got -0.5"),
+    ("over-rollout-ratio-one", nothing, [*FROZENLAKE_MAIN, "--set", "explorer.over_rollout.ratio=1.0"],
+     "error: --set explorer.over_rollout.ratio=1.0: over_rollout_ratio should be in [0.0, 1.0)"),
     ("group-of-one-always-skipped", nothing, [*FROZENLAKE_MAIN, "--set", "algorithm.repeat_times=1"],
      "error: --set algorithm.repeat_times: 1 rollout a task, and algorithm.advantage_fn_args.std_threshold is set "
      "(0.0001): every group of one is skipped, so the trainer would never get an experience; expected 2 or more"),

@@ -98,7 +98,8 @@ def check_sections(config: dict, source: str) -> None:
 LEAST = {"buffer.batch_size": 1, "buffer.train_batch_size": 0, "buffer.total_epochs": 1, "buffer.total_steps": 1,
          "algorithm.repeat_times": 1, "explorer.runner_per_model": 1, "model.max_model_len": 1,
          "model.max_response_tokens": 1, "trainer.max_token_len_per_gpu": 1, "trainer.total_steps": 1,
-         "trainer.save_interval": 0, "synchronizer.sync_interval": 1, "model.temperature": 0}
+         "trainer.save_interval": 0, "synchronizer.sync_interval": 1, "model.temperature": 0,
+         "explorer.over_rollout.ratio": 0}
 
 
 def check_counts(config: dict, source: str) -> None:
