@@ -29,7 +29,7 @@ from rftkit.cli import above, at_least
 from rftkit.example import PATHS_RULE, load
 from rftkit.trainer import attention, liger
 from rftkit.inputs import InputError
-from rftkit.inputs.config_keys import check_counts, check_groups, check_sections, check_set_key, check_tune_sets
+from rftkit.inputs.config_keys import check_set_key, check_values
 from rftkit.overrides import (absolute, apply_overrides, config_paths_in_checkout, load_yaml, parse_override,
                               resolve_config, write_yaml)
 from rftkit.check_patches import no_gpu_banner
@@ -132,10 +132,7 @@ def _launch(args, workflow_func, judge_func, data, check_data) -> int:
     for key, _ in args.set_values:
         check_set_key(key)
     raw = load_yaml(args.config)
-    check_sections(raw, f"--config {args.config}")
-    check_counts(raw, f"--config {args.config}")
-    check_groups(raw, f"--config {args.config}")
-    check_tune_sets(raw, f"--config {args.config}")
+    check_values(raw, f"--config {args.config}")
     config_paths_in_checkout(raw)
     # Later entries win: the data flags (placed first), the path flags, then the attention, then each --set.
     # Typed paths are the current folder's (PATHS_RULE); a model that is no folder here is a hub id.
@@ -165,10 +162,7 @@ def _launch(args, workflow_func, judge_func, data, check_data) -> int:
         gpus = cluster.DRY_RUN_GPUS
         planned = f"no GPU detected: planning for {nodes} node(s) x {gpus} GPUs (set --gpus to change)\n"
     config = apply_overrides(raw, overrides, data)
-    check_sections(config, "--set")  # the file was checked: what is wrong now came with --set
-    check_counts(config, "--set")
-    check_groups(config, "--set")
-    check_tune_sets(config, "--set")
+    check_values(config, "--set")  # the file was checked: what is wrong now came with --set
     rollout = keys.get(config, "explorer.rollout_model") or {}
     try:
         plan = cluster.plan_cluster(nodes, gpus, int(rollout.get("tensor_parallel_size", 1)), args.engines,

@@ -3,7 +3,7 @@
 `check_set_key` refuses a `--set` key that Trinity's config has no place for; `check_sections` a value where
 Trinity has a section or a list; `check_counts` a count below its least sensible value; `check_groups` groups of
 one rollout that the advantage function drops; `check_tune_sets` a setting agentscope's tune() replaces or never
-hands on. Each names the key and where it came from (the file, or `--set`).
+hands on. Each names the key and where it came from (the file, or `--set`); `check_values` runs all but the first.
 """
 
 from __future__ import annotations
@@ -142,3 +142,9 @@ def check_tune_sets(config: dict, source: str) -> None:
             raise InputError(f"{key_in(source, f'{key}.workflow_args')}: tune() hands the workflow function a task's "
                              f"row and the model, not these ({', '.join(map(str, given))}), so they are never used; "
                              f"an episode's settings go in the task rows")
+
+
+def check_values(config: dict, source: str) -> None:
+    """Every check above of a config's values, naming `source` (the file, or "--set") in the first refusal."""
+    for check in (check_sections, check_counts, check_groups, check_tune_sets):
+        check(config, source)
