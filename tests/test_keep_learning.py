@@ -72,3 +72,23 @@ def test_keep_links_a_before_already_kept_and_refuses_one_that_differs(tmp_path)
                                          r"\(episodes.jsonl.gz, report.json\)"):
         keep_learning.keep(source, tmp_path / "learning" / "other", base_before)
     assert not (tmp_path / "learning" / "other").exists()
+
+
+def test_what_a_hold_packs_to_bring_back_is_what_keep_reads_and_no_weights(tmp_path):
+    import subprocess
+    import tarfile
+
+    from conftest import REPO
+
+    hold = learning_output(tmp_path / "res" / "hold")
+    (hold / "model").mkdir()
+    (hold / "model" / "model.safetensors").write_text("converted weights")
+    subprocess.run(["bash", str(REPO / "experiments" / "holds" / "bring_back.sh"), str(tmp_path / "hold.tgz"),
+                    "hold"], cwd=tmp_path / "res", check=True, capture_output=True)
+    with tarfile.open(tmp_path / "hold.tgz") as packed:
+        names = packed.getnames()
+        packed.extractall(tmp_path / "back", filter="data")
+    assert not [name for name in names if "global_step" in name or "buffer" in name or name.endswith(".safetensors")]
+    assert keep_learning.main([str(tmp_path / "back" / "hold"), str(tmp_path / "kept")]) == 0
+    assert any((tmp_path / "kept" / "run" / "monitor" / "tensorboard" / "explorer").iterdir())
+    assert (tmp_path / "kept" / "run" / "config.yaml").is_file()
