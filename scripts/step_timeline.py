@@ -144,6 +144,9 @@ def per_step(explorer: dict, trainer: dict, spans: list, steps: list[int], sampl
         if busy is not None:
             rows.append(("episodes going at once", None, None, f"{busy:.1f} on average while the explorer waited "
                                                                f"for rollouts (episodes x their mean time / the wait)"))
+            pace = over_rollout_waits(explorer, None, group, since, until)
+            rows.append(("episodes a second", None, None, f"{pace:.1f} finished while the explorer waited for "
+                                                          f"rollouts (the finished episodes / the wait)"))
     by_gpu = gpu_series(samples, since, until)
     for gpu, used in by_gpu.items():
         used = [utilization for _, utilization in used]
@@ -226,7 +229,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", metavar="A:B", type=step_range(1),
                         help="trainer steps to draw and average (default: five from the middle of the run)")
     parser.add_argument("--out", type=Path, required=True, help="folder for timeline.png and timeline.md")
+    parser.add_argument("--group", type=int, metavar="N",
+                        help="rollouts per task, for a run whose launch config was not kept (default: the kept "
+                             "config's algorithm.repeat_times)")
     args = parser.parse_args(argv)
+    if args.group is not None and args.group < 1:
+        raise InputError(f"--group {args.group}: expected the rollouts per task, 1 or more")
     tensorboard = args.run / "monitor" / "tensorboard"
     if not (tensorboard / "trainer").is_dir():
         raise InputError(f"RUN {args.run}: no monitor/tensorboard/trainer in it; expected a run's folder, "
@@ -239,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     samples_file = args.run / gpu_samples.FILE_NAME
     samples = gpu_samples.read(samples_file) if samples_file.is_file() else []
     spans = window_spans(trainer, steps, waits)
-    group = group_size(args.run)
+    group = args.group or group_size(args.run)
     text = f"# Step timeline: {args.run}\n\n" + table(per_step(explorer, trainer, spans, steps, samples, group))
     args.out.mkdir(parents=True, exist_ok=True)
     with atomic_paths(args.out / "timeline.png", args.out / "timeline.md") as (png, md):

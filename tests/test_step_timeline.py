@@ -61,6 +61,9 @@ def test_a_frozenlake_runs_rollouts_split_into_model_calls_and_the_rest_with_the
     # from the kept launch config (16 rollouts a map, 8 runners x 4 at once): fewer going than the 32 in flight
     going = re.search(r"\| episodes going at once \|  \|  \| ([\d.]+) on average", result.stdout)
     assert going and 1 < float(going.group(1)) < 32
+    pace = float(re.search(r"\| episodes a second \|  \|  \| ([\d.]+) finished", result.stdout).group(1))
+    # Little's law: the episodes going at once are the episodes a second times an episode's seconds
+    assert pace * seconds["a rollout, whole"] == pytest.approx(float(going.group(1)), rel=0.35)
 
 
 def test_episodes_going_at_once_is_episodes_times_their_time_over_the_wait():
@@ -71,6 +74,20 @@ def test_episodes_going_at_once_is_episodes_times_their_time_over_the_wait():
     assert over_rollout_waits(explorer, step_timeline.EPISODE, 4, 0, 300) == pytest.approx(48 / 15)
     assert over_rollout_waits(explorer, step_timeline.EPISODE, 4, 150, 300) == pytest.approx(32 / 5)  # step 2 alone
     assert over_rollout_waits(explorer, step_timeline.EPISODE, 4, 300, 400) is None
+    assert over_rollout_waits(explorer, None, 4, 0, 300) == pytest.approx(64 / 15)  # episodes a second
+
+
+def test_a_run_without_its_launch_config_takes_the_group_from_the_flag(tmp_path):
+    """Hold 3 (one H200, 2026-12-07) came back without its launch config: without --group there is no count of
+    the episodes; with it, the same count the config would give."""
+    kept = REPO / "docs/learning/long/hold3/run"
+    assert not (kept / "config.yaml").exists()
+    assert "episodes a second" not in run(kept, "--steps", "10:20", "--out", tmp_path / "a").stdout
+    result = run(kept, "--steps", "10:20", "--out", tmp_path / "b", "--group", 16)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert re.search(r"\| episodes a second \|  \|  \| [\d.]+ finished", result.stdout)
+    refused = run(kept, "--out", tmp_path / "c", "--group", 0)
+    assert refused.returncode == 2 and "--group 0: expected the rollouts per task" in refused.stderr
 
 
 def test_consecutive_trainer_steps_do_not_overlap():

@@ -41,15 +41,18 @@ def read_scalars(folder: str | Path) -> dict[str, list[tuple[int, float]]]:
     return {tag: [(p.step, p.value) for p in points] for tag, points in read_points(folder).items()}
 
 
-def over_rollout_waits(explorer: dict[str, list[Point]], tag: str, group: int, since: float = float("-inf"),
+def over_rollout_waits(explorer: dict[str, list[Point]], tag: str | None, group: int, since: float = float("-inf"),
                        until: float = float("inf")) -> float | None:
     """Over the explore steps whose wait for rollouts ended in [since, until]: each step's episodes (its finished
     tasks x `group`) times `tag`, a per-episode mean, summed, over the steps' waits summed. With an episode's seconds
-    that is the episodes going at once (Little's law); with its model calls, calls a second. None without a wait."""
-    by = {name: {p.step: p for p in explorer.get(name, [])} for name in (ROLLOUT_WAIT, FINISHED_TASKS, tag)}
+    that is the episodes going at once (Little's law); with its model calls, calls a second; with no tag, episodes
+    a second. None without a wait."""
+    names = (ROLLOUT_WAIT, FINISHED_TASKS) + ((tag,) if tag else ())
+    by = {name: {p.step: p for p in explorer.get(name, [])} for name in names}
     steps = [step for step, p in by[ROLLOUT_WAIT].items() if since <= p.wall_time <= until
-             and step in by[FINISHED_TASKS] and step in by[tag]]
+             and all(step in by[name] for name in names)]
     waited = sum(by[ROLLOUT_WAIT][step].value for step in steps)
     if not waited:
         return None
-    return sum(by[FINISHED_TASKS][step].value * group * by[tag][step].value for step in steps) / waited
+    return sum(by[FINISHED_TASKS][step].value * group * (by[tag][step].value if tag else 1)
+               for step in steps) / waited
