@@ -68,3 +68,24 @@ def test_refuses_a_log_without_monitor_lines_and_a_run_that_has_a_monitor(tmp_pa
     (tmp_path / "run" / "monitor").mkdir(parents=True)
     assert "already has monitor/" in refused([str(console(tmp_path / "hold.out")), str(tmp_path / "run")], capsys)
     assert not any((tmp_path / "run" / "monitor").iterdir())
+
+
+def test_a_real_runs_lines_give_back_its_tensorboard_scalars(tmp_path):
+    """Hold 2 again (one H100, 2026-12-07) came back with both its tensorboard files and its console output; the
+    monitor's lines of that output are kept beside the run. Every scalar at every step comes back, to the 6
+    significant digits the console prints, at the second it was logged."""
+    import gzip
+
+    kept = REPO / "docs" / "learning" / "long" / "hold2b"
+    log = tmp_path / "console.log"
+    log.write_bytes(gzip.decompress((kept / "monitor_lines.log.gz").read_bytes()))
+    assert monitor_from_log.main([str(log), str(tmp_path / "run"), "--year", "2026"]) == 0
+    for role in ("explorer", "trainer"):
+        original = read_points(kept / "run" / "monitor" / "tensorboard" / role)
+        rebuilt = read_points(tmp_path / "run" / "monitor" / "tensorboard" / role)
+        assert set(rebuilt) == set(original)
+        for tag, points in original.items():
+            assert [p.step for p in rebuilt[tag]] == [p.step for p in points], tag
+            for old, new in zip(points, rebuilt[tag]):
+                assert new.value == pytest.approx(old.value, rel=5e-6, nan_ok=True), (tag, old.step)
+                assert abs(new.wall_time - old.wall_time) < 1, (tag, old.step)
