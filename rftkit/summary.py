@@ -75,7 +75,8 @@ def summarize(config, attention_reason: str = "", liger_reason: str = "", lora_l
         # without padding removal every row is padded to the micro-batch's longest: more than the budget
         + ("" if config.trainer.use_remove_padding else ", each row padded to the micro-batch's longest"),
         f"rollout         openai api {rollout.enable_openai_api}, history {rollout.enable_history}, "
-        f"tool parser {rollout.tool_call_parser}, {in_flight(config)}",
+        f"tool parser {rollout.tool_call_parser}, prefix caching {'on' if rollout.enable_prefix_caching else 'off'}, "
+        f"{in_flight(config)}",
         f"start-up        {start_up(config)}",
         f"sync            {sync(config)}",
         f"checkpoints     {config.checkpoint_job_dir}, every {config.trainer.save_interval} steps",

@@ -130,3 +130,40 @@ def test_a_variant_gets_cold_caches_of_its_own_and_its_environment(tmp_path, mon
     warm = str(tmp_path / "serial" / "cache" / "vllm")
     env, _ = bench.launch_env(tmp_path / "warm", [f"VLLM_CACHE_ROOT={warm}"])
     assert env["VLLM_CACHE_ROOT"] == warm, "a variant that names a cache keeps it"
+
+
+def test_the_rollout_holds_launches_pass_trinitys_checker_and_the_replay_reads_the_fully_async_run(sample_work,
+                                                                                                   tmp_path):
+    """experiments/holds/rollout_levers.sh with a `python3` on PATH that records each call instead of running it:
+    every variant it launches must pass Trinity's checker with the setting it is about, the engine replay must read
+    the fully_async variant's run, and the trainer settings must be read beside the padded reference."""
+    import os
+    import subprocess
+
+    from conftest import REPO
+
+    bin_dir, calls, out = tmp_path / "bin", tmp_path / "calls", tmp_path / "hold"
+    bin_dir.mkdir(), calls.mkdir()
+    (bin_dir / "python3").write_text(f'#!/bin/sh\nprintf "%s\\0" "$@" > "{calls}/$(ls {calls} | wc -l)"\n')
+    (bin_dir / "python3").chmod(0o755)
+    (out / "levers" / "fullasync" / "checkpoints" / "P" / "N" / "log").mkdir(parents=True)  # as the launch leaves it
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    printed = subprocess.run(["bash", "experiments/holds/rollout_levers.sh", "model.gguf", str(out)], cwd=REPO,
+                             env=env, capture_output=True, text=True, check=True).stdout
+    assert printed.split() == ["levers", "rc=0", "ceiling", "rc=0", "trainer", "rc=0"]
+    argvs = {call.read_text().split("\0")[1]: call.read_text().split("\0")[:-1] for call in calls.iterdir()}
+    startup_argv = argvs["experiments.startup"]
+    variants = dict(bench.parse_variant(startup_argv[i + 1]) for i, arg in enumerate(startup_argv)
+                    if arg == "--variant")
+    assert list(variants) == ["default", "noprefix", "fullasync"]
+    data = sample_work / "data" / "frozenlake"
+    shown = {"default": "prefix caching on", "noprefix": "prefix caching off", "fullasync": "fully asynchronous"}
+    for name, pairs in variants.items():
+        command = launch_command(FROZENLAKE, model=Path("Qwen/Qwen2.5-0.5B-Instruct"), checkpoints=tmp_path / name,
+                                 data={"train": data, "eval": data}, settings=bench.SETTINGS, extra=pairs)
+        assert shown[name] in dry_run(command, gpus=1)
+    assert argvs["experiments.engine_ceiling"][2:4] == [str(out / "levers" / "fullasync" / "checkpoints" / "P" / "N"),
+                                                         str(out / "levers" / "model")]
+    trainer = argvs["experiments.trainer_speed"]
+    settings = trainer[trainer.index("--settings") + 1:]
+    assert settings[0] == "sdpa-blocks" and {"liger-fused", "liger-fused-fsdp1", "liger-fused-adamw"} <= set(settings)
