@@ -8,7 +8,8 @@ role, which Ray prefixes with the role's actor:
 `(Explorer pid=N) INFO MM-DD HH:MM:SS [monitor.py:L] Step S: {'tag': value, ...}`.
 Those lines become event files in RUN/monitor/tensorboard/{explorer,trainer}, where the reports here
 (scripts/plot_runs.py, scripts/step_timeline.py) read a run's scalars. Floats are as printed, to 6 significant
-digits; a point's time is its line's, to the second, in --year (the lines have none; default: this year).
+digits; a point's time is its line's, to the second, read as UTC (the GPU machines' clock; only differences
+within a run are read) in --year (the lines have none; default: this year).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from __future__ import annotations
 import re
 import sys
 from collections import defaultdict
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 
 from rftkit.cli import ArgumentParser
@@ -37,7 +38,8 @@ def scalars(log: Path, year: int) -> dict[str, list[tuple[str, float, int, float
             if not found:
                 continue
             role, stamp, step, items = found.groups()
-            wall_time = datetime.strptime(f"{year}-{stamp}", "%Y-%m-%d %H:%M:%S").timestamp()
+            wall_time = datetime.strptime(f"{year}-{stamp}", "%Y-%m-%d %H:%M:%S").replace(
+                tzinfo=timezone.utc).timestamp()
             for tag, text in ITEM.findall(items):
                 try:
                     points[role.lower()].append((tag, float(text), int(step), wall_time))

@@ -68,6 +68,21 @@ def dry_run(command: list[str], gpus: int = 2, env: dict | None = None) -> str:
     return result.stdout
 
 
+def hold_script_calls(script: str, args: list[str], tmp_path: Path, env: dict | None = None) -> tuple[str, list]:
+    """A GPU hold's script (experiments/holds/) run with a `python3` on PATH that records each call's arguments
+    instead of running it: (its stdout, each call's argument list in the order it was made)."""
+    import subprocess
+
+    bin_dir, calls = tmp_path / "bin", tmp_path / "calls"
+    bin_dir.mkdir(), calls.mkdir()
+    (bin_dir / "python3").write_text(f'#!/bin/sh\nprintf "%s\\0" "$@" > "{calls}/$(ls {calls} | wc -l)"\n')
+    (bin_dir / "python3").chmod(0o755)
+    env = {**os.environ, **(env or {}), "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    stdout = subprocess.run(["bash", script, *args], cwd=REPO, env=env, capture_output=True, text=True,
+                            check=True).stdout
+    return stdout, [call.read_text().split("\0")[:-1] for call in sorted(calls.iterdir(), key=lambda p: int(p.name))]
+
+
 def trinity_config_stub(namespace: str, mode: str) -> str:
     """Source of a class with the fields of Trinity's config that rftkit.cluster.connect_ray reads, for the
     scripts the Ray tests run in a process of their own."""

@@ -16,7 +16,8 @@ from runkit.runs import last_checkpoint
 from runkit.serving import hf_from_gguf, model_folder
 from runkit.steps import Step
 
-from conftest import REPO, config_only_model, copy_sample_data, dry_run, write_checkpoint, write_scalars
+from conftest import (REPO, config_only_model, copy_sample_data, dry_run, hold_script_calls, write_checkpoint,
+                      write_scalars)
 
 
 def test_a_gguf_becomes_an_hf_model_that_transformers_loads_and_chats_with(tmp_path):
@@ -70,15 +71,9 @@ def test_each_default_lever_of_the_levers_script_passes_trinitys_checker(sample_
     """The levers hold's launches, with the flags its scripts really pass (a `python3` on PATH records them
     instead of training): Trinity must accept each before a hold spends minutes on it. With CARRY, only the
     first run's weights are packed, against CARRY_BASE."""
-    bin_dir, calls = tmp_path / "bin", tmp_path / "calls"
-    bin_dir.mkdir(), calls.mkdir()
-    (bin_dir / "python3").write_text(f'#!/bin/sh\nprintf "%s\\0" "$@" > "{calls}/$(ls {calls} | wc -l)"\n')
-    (bin_dir / "python3").chmod(0o755)
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "CARRY": "/carry", "CARRY_BASE": "base.gguf"}
-    out = subprocess.run(["bash", "experiments/holds/frozenlake_levers.sh", "model.gguf", str(tmp_path / "levers")],
-                         cwd=REPO, env=env, capture_output=True, text=True, check=True).stdout
+    out, argvs = hold_script_calls("experiments/holds/frozenlake_levers.sh", ["model.gguf", str(tmp_path / "levers")],
+                                   tmp_path, env={"CARRY": "/carry", "CARRY_BASE": "base.gguf"})
     assert out.split() == ["repeat", "rc=0", "bots", "rc=0", "over8", "rc=0"]
-    argvs = [call.read_text().split("\0")[:-1] for call in sorted(calls.iterdir(), key=lambda path: int(path.name))]
     pack = argvs[2]  # after the repeat's launch and its checkpoint lookup
     assert pack[:3] == ["-m", "experiments.carry_weights", "pack"] and pack[-3:] == ["/carry", "--base", "base.gguf"]
     launches = [argv for argv in argvs if argv[:2] == ["-m", "experiments.frozenlake_learning"]]

@@ -2,7 +2,7 @@
 
 import importlib.util
 import math
-from datetime import datetime
+from datetime import datetime, timezone
 
 import pytest
 from trinity.utils.monitor import Monitor
@@ -47,7 +47,8 @@ def test_rebuilds_each_roles_scalars_with_their_steps_values_and_times(tmp_path,
     assert norms[0].value == pytest.approx(9.05411, rel=1e-6) and norms[1].value == pytest.approx(1.5e-7)
     assert math.isnan(trainer["actor/kl_loss"][0].value)
     assert norms[1].wall_time - norms[0].wall_time == 8  # the lines' own times
-    assert explorer["rollout/success/mean"][0].wall_time == datetime(2026, 12, 7, 5, 22, 30).timestamp()
+    first = datetime(2026, 12, 7, 5, 22, 30, tzinfo=timezone.utc)  # read as UTC, whatever this machine's zone
+    assert explorer["rollout/success/mean"][0].wall_time == first.timestamp()
     assert "explorer: 5 points of 3 scalars, steps 1 to 2" in capsys.readouterr().out
 
 

@@ -11,7 +11,7 @@ from rftkit import startup
 from rftkit.reports.tensorboard import FINISHED_TASKS, MODEL_CALLS, ROLLOUT_WAIT
 from runkit.commands import launch_command
 
-from conftest import dry_run, write_scalars
+from conftest import dry_run, hold_script_calls, write_scalars
 
 LAUNCH = 1_800_000_000.0
 
@@ -137,21 +137,11 @@ def test_the_rollout_holds_launches_pass_trinitys_checker_and_the_replay_reads_t
     """experiments/holds/rollout_levers.sh with a `python3` on PATH that records each call instead of running it:
     every variant it launches must pass Trinity's checker with the setting it is about, the engine replay must read
     the fully_async variant's run, and the trainer settings must be read beside the padded reference."""
-    import os
-    import subprocess
-
-    from conftest import REPO
-
-    bin_dir, calls, out = tmp_path / "bin", tmp_path / "calls", tmp_path / "hold"
-    bin_dir.mkdir(), calls.mkdir()
-    (bin_dir / "python3").write_text(f'#!/bin/sh\nprintf "%s\\0" "$@" > "{calls}/$(ls {calls} | wc -l)"\n')
-    (bin_dir / "python3").chmod(0o755)
+    out = tmp_path / "hold"
     (out / "levers" / "fullasync" / "checkpoints" / "P" / "N" / "log").mkdir(parents=True)  # as the launch leaves it
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
-    printed = subprocess.run(["bash", "experiments/holds/rollout_levers.sh", "model.gguf", str(out)], cwd=REPO,
-                             env=env, capture_output=True, text=True, check=True).stdout
+    printed, calls = hold_script_calls("experiments/holds/rollout_levers.sh", ["model.gguf", str(out)], tmp_path)
     assert printed.split() == ["levers", "rc=0", "ceiling", "rc=0", "trainer", "rc=0"]
-    argvs = {call.read_text().split("\0")[1]: call.read_text().split("\0")[:-1] for call in calls.iterdir()}
+    argvs = {argv[1]: argv for argv in calls}
     startup_argv = argvs["experiments.startup"]
     variants = dict(bench.parse_variant(startup_argv[i + 1]) for i, arg in enumerate(startup_argv)
                     if arg == "--variant")
