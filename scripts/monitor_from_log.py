@@ -21,7 +21,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from rftkit.cli import ArgumentParser
-from rftkit.files import atomic_folder
+from rftkit.files import atomic_folder, check_writable
 from rftkit.inputs import InputError, reports_input_errors
 
 LINE = re.compile(r"\((Explorer|Trainer) pid=\d+\)\S*\s+INFO (\d\d-\d\d \d\d:\d\d:\d\d) \[monitor\.py:\d+\] "
@@ -33,13 +33,17 @@ def scalars(log: Path, year: int) -> dict[str, list[tuple[str, float, int, float
     """Each role's points in `log`, as (tag, value, step, wall time) in the order they were printed."""
     points = defaultdict(list)
     with open(log, errors="replace") as lines:
-        for line in lines:
+        for number, line in enumerate(lines, start=1):
             found = LINE.search(line)
             if not found:
                 continue
             role, stamp, step, items = found.groups()
-            wall_time = datetime.strptime(f"{year}-{stamp}", "%Y-%m-%d %H:%M:%S").replace(
-                tzinfo=timezone.utc).timestamp()
+            try:
+                wall_time = datetime.strptime(f"{year}-{stamp}", "%Y-%m-%d %H:%M:%S").replace(
+                    tzinfo=timezone.utc).timestamp()
+            except ValueError:
+                raise InputError(f"LOG {log}, line {number}: {stamp!r} is not a time of {year} "
+                                 f"(MM-DD HH:MM:SS)") from None
             for tag, text in ITEM.findall(items):
                 try:
                     points[role.lower()].append((tag, float(text), int(step), wall_time))
@@ -67,10 +71,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--year", type=int, default=datetime.now().year,
                         help="the year the run ran in (default: %(default)s)")
     args = parser.parse_args(argv)
+    if not 1970 <= args.year <= 9999:
+        parser.error(f"--year {args.year}: expected the year the run ran in")
     if not args.log.is_file():
-        raise InputError(f"LOG {args.log}: no such file")
+        raise InputError(f"LOG {args.log}: " + ("a folder, expected the launch's output" if args.log.is_dir()
+                                                 else "no such file"))
     if (args.run / "monitor").exists():
         raise InputError(f"RUN {args.run}: already has monitor/; this writes a new one")
+    check_writable(args.run, "RUN")
     points = scalars(args.log, args.year)
     if not points:
         raise InputError(f"LOG {args.log}: no Trinity-RFT monitor lines "

@@ -69,6 +69,15 @@ def test_refuses_a_log_without_monitor_lines_and_a_run_that_has_a_monitor(tmp_pa
     (tmp_path / "run" / "monitor").mkdir(parents=True)
     assert "already has monitor/" in refused([str(console(tmp_path / "hold.out")), str(tmp_path / "run")], capsys)
     assert not any((tmp_path / "run" / "monitor").iterdir())
+    assert "a folder, expected the launch's output" in refused([str(tmp_path), str(tmp_path / "other")], capsys)
+    (tmp_path / "file").write_text("")
+    assert "cannot write there" in refused([str(tmp_path / "hold.out"), str(tmp_path / "file" / "run")], capsys)
+    (tmp_path / "bad.log").write_text(printed("Trainer", "05:22:42", 1, {"a": 1.0}).replace("12-07", "02-30"))
+    assert "bad.log, line 1: '02-30 05:22:42' is not a time of 2026" in refused(
+        [str(tmp_path / "bad.log"), str(tmp_path / "other"), "--year", "2026"], capsys)
+    assert not (tmp_path / "other").exists()
+    assert "--year 0: expected the year the run ran in" in refused(
+        [str(tmp_path / "hold.out"), str(tmp_path / "other"), "--year", "0"], capsys)
 
 
 def test_a_real_runs_lines_give_back_its_tensorboard_scalars(tmp_path):
