@@ -92,3 +92,7 @@ def test_what_a_hold_packs_to_bring_back_is_what_keep_reads_and_no_weights(tmp_p
     assert keep_learning.main([str(tmp_path / "back" / "hold"), str(tmp_path / "kept")]) == 0
     assert any((tmp_path / "kept" / "run" / "monitor" / "tensorboard" / "explorer").iterdir())
     assert (tmp_path / "kept" / "run" / "config.yaml").is_file()
+    missing = subprocess.run(["bash", str(REPO / "experiments" / "holds" / "bring_back.sh"), str(tmp_path / "no.tgz"),
+                              "hold", "gone"], cwd=tmp_path / "res", capture_output=True, text=True)
+    assert missing.returncode == 2 and "FOLDER gone: no such folder" in missing.stderr
+    assert not list(tmp_path.glob("no.tgz*"))

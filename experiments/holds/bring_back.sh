@@ -8,6 +8,9 @@
 set -euo pipefail
 out="${1:?usage: bring_back.sh OUT.tgz FOLDER...}"; shift
 (( $# )) || { echo "usage: bring_back.sh OUT.tgz FOLDER..." >&2; exit 2; }
-tar czf "$out" --exclude=model --exclude='global_step_*' --exclude=buffer --exclude='*.safetensors' \
+for folder in "$@"; do [ -d "$folder" ] || { echo "error: FOLDER $folder: no such folder" >&2; exit 2; }; done
+trap 'rm -f "$out.partial"' EXIT  # a tar cut short leaves nothing under OUT's name
+tar czf "$out.partial" --exclude=model --exclude='global_step_*' --exclude=buffer --exclude='*.safetensors' \
   --exclude='*.pt' --exclude='*.bin' --exclude='*.gguf' "$@"
+mv "$out.partial" "$out"
 ls -l "$out"
