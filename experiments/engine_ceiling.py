@@ -7,9 +7,10 @@ straight to vLLM, beside the rate the run's explorer made them at.
 RUN is a run's folder (`<checkpoint dir>/<project>/<name>`): its calls' prompt and reply lengths in tokens (from
 `buffer/explorer_output.db`, the experience pipeline's input; else the trainer's queue, which lacks the groups the
 pipeline dropped, so the explorer's share comes out low) and its explorer's tensorboard scalars. The explorer's
-rate is the reply tokens over the wall time from the end of step A-1, which must end a sync group, to the end of
-step B, with no evaluation in between (its requests would share the engine unrecorded); and over the time its
-steps spent on their rollouts alone, without what a colocated explorer waits for between steps.
+rate is the reply tokens over the wall time from the end of step A-1, which must end a sync group (for A = 1: from
+the explorer's first weights, the one window of a fully_async run), to the end of step B, with no evaluation in
+between (its requests would share the engine unrecorded); and over the time its steps spent on their rollouts
+alone, without what a colocated explorer waits for between steps.
 
 The engine is vLLM's offline engine on MODEL with `--memory` of the GPU (a colocated engine's quarter by default),
 compiled as the run's engine was (its launch config's compilation settings, where kept), each request random prompt
@@ -39,6 +40,7 @@ import time
 from pathlib import Path
 from typing import Awaitable, Callable
 
+from rftkit import startup
 from rftkit.cli import ArgumentParser, above, step_range
 from rftkit.files import atomic_paths, check_writable, packed_or_plain
 from rftkit.inputs import InputError, open_text, read_json, reports_input_errors
@@ -48,6 +50,7 @@ from runkit.runs import launch_config
 EXPERIENCES = Path("buffer") / "experience_buffer.jsonl"  # the trainer's queue: what the pipeline kept
 PIPELINE_INPUT = Path("buffer") / "explorer_output.db"  # every experience, before the pipeline's operators
 SYNC_GROUP = "explore/time/sync_interval"  # logged at the last step of each sync group
+EXPLORER_START = "first weights sent to the engine"  # the start-up timeline's phase before the first request
 # The client drops an idle connection this soon, before vLLM's server closes it (VLLM_HTTP_TIMEOUT_KEEP_ALIVE,
 # 5 s): reusing one the server is closing ends its request with httpx.ReadError.
 KEEPALIVE_SECONDS = 2.0
@@ -234,21 +237,32 @@ def explorer_seconds(run: Path, first: int, last: int) -> dict[str, float]:
     first-1, which must end a sync group (the explorer then waits for every step in flight, so no request of the
     window was sent before), to the end of step last; and `explorer_rollouts_seconds`, the part it spent waiting
     for its steps' rollouts, without the train steps and weight syncs a colocated explorer waits for between
-    them. A window that an evaluation overlaps is refused: its requests shared the engine and are not in the
+    them. From step 1 the clock starts when the explorer got its first weights (the launch's start-up timeline),
+    before any request: the one window of a fully_async run, whose explorer never waits for its steps in flight.
+    A window that an evaluation overlaps is refused: its requests shared the engine and are not in the
     experiences."""
     explorer = read_points(run / "monitor" / "tensorboard" / "explorer")
     collected = explorer.get(ROLLOUT_WAIT, [])
     ends = {point.step: point.wall_time for point in collected}
     groups = sorted(point.step for point in explorer.get(SYNC_GROUP, []))
-    if first - 1 not in ends or last not in ends:
+    needed = [step for step in (first - 1, last) if step and step not in ends]
+    if needed:
         have = sorted(ends)
         raise InputError(f"--steps {first}:{last}: the explorer logged the ends of steps {have[0]} to {have[-1]}; "
-                         f"the window needs the end of step {first - 1} too")
-    if first - 1 not in groups:
+                         f"the window needs the end of step {needed[0]} too")
+    if first == 1:
+        started = [entry["at"] for entry in startup.read(run / startup.FILE_NAME) if entry["phase"] == EXPLORER_START]
+        if not started:
+            raise InputError(f"--steps 1:{last}: {run / startup.FILE_NAME} has no {EXPLORER_START!r}, where a window "
+                             f"from step 1 starts")
+        since = started[0]
+    elif first - 1 not in groups:
         raise InputError(f"--steps {first}:{last}: step {first - 1} ends no sync group (the explorer's end at steps "
                          f"{', '.join(map(str, groups[:12]))}{' ...' if len(groups) > 12 else ''}); start the "
-                         f"window after one, so that none of its requests was sent before it")
-    since, until = ends[first - 1], ends[last]
+                         f"window after one, so that none of its requests was sent before it, or at step 1")
+    else:
+        since = ends[first - 1]
+    until = ends[last]
     overlapping = [point.step for point in explorer.get(EVAL_TIME, [])
                    if point.wall_time - point.value < until and point.wall_time > since]
     if overlapping:
@@ -338,8 +352,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("run", metavar="RUN", type=Path, help="a run's folder, <checkpoint dir>/<project>/<name>")
     parser.add_argument("model", metavar="MODEL", type=Path, nargs="?",
                         help="the run's model folder (its start is enough: the rate does not depend on the weights)")
-    parser.add_argument("--steps", metavar="A:B", type=step_range(2), required=True,
-                        help="explore steps to replay (A >= 2: the end of step A-1 starts the explorer's clock)")
+    parser.add_argument("--steps", metavar="A:B", type=step_range(1), required=True,
+                        help="explore steps to replay (the end of step A-1 starts the explorer's clock; for A = 1, "
+                             "the explorer's first weights)")
     parser.add_argument("--memory", type=above(0), default=0.25, help="the engine's share of the GPU's memory")
     parser.add_argument("--temperature", type=float, default=1.0, help="the run's sampling temperature")
     parser.add_argument("--out", type=Path, required=True, help="folder for engine_ceiling.json and .md")

@@ -49,10 +49,31 @@ def test_the_explorers_time_runs_from_a_sync_groups_end(tmp_path):
     assert seconds["explorer_rollouts_seconds"] == pytest.approx(4 * 0.5)  # steps 5 to 8 waited 0.5 s each
 
 
+def test_a_window_from_step_1_runs_from_the_explorers_first_weights(tmp_path):
+    """A fully_async explorer logs a sync group only at its last step, and keeps steps in flight: the one window no
+    request was sent before is the run's start, when the start-up timeline says the engine got its first weights."""
+    run = explorer_run(tmp_path / "run")
+    timeline = [("explorer ready", 985.0), (engine_ceiling.EXPLORER_START, 990.0), ("first explore step", 1010.0)]
+    (run / "startup.jsonl").write_text("".join(json.dumps({"phase": phase, "at": at}) + "\n" for phase, at in timeline))
+    seconds = engine_ceiling.explorer_seconds(run, 1, 3)
+    assert seconds["explorer_seconds"] == pytest.approx(1030.0 - 990.0)  # to step 3's end
+    assert seconds["explorer_rollouts_seconds"] == pytest.approx(3 * 0.5)
+
+
+def test_a_kept_fully_async_run_has_its_window_from_the_start_only():
+    """The fully_async lever (one H100, 2026-12-06): its explorer logged a sync group only at step 16."""
+    kept = REPO / "docs/learning/levers/fullasync/run"
+    seconds = engine_ceiling.explorer_seconds(kept, 1, 4)
+    assert 0 < seconds["explorer_rollouts_seconds"] <= seconds["explorer_seconds"] < 120
+    with pytest.raises(engine_ceiling.InputError, match="step 2 ends no sync group"):
+        engine_ceiling.explorer_seconds(kept, 3, 4)
+
+
 @pytest.mark.parametrize("first,last,message", [
     (4, 6, "step 3 ends no sync group (the explorer's end at steps 2, 4, 6, 8)"),
     (3, 6, "the evaluation of step 2 ran in the window"),
-    (1, 2, "the window needs the end of step 0 too"),
+    (1, 2, "has no 'first weights sent to the engine', where a window from step 1 starts"),
+    (3, 9, "the window needs the end of step 9 too"),
 ])
 def test_windows_that_would_miscount_the_explorer_are_refused(tmp_path, first, last, message):
     run = explorer_run(tmp_path / "run", evaluation=(2, 1005.0, 1025.0))
@@ -222,7 +243,7 @@ def test_the_engines_are_compiled_as_the_runs_engine_was(tmp_path):
 
 
 @pytest.mark.parametrize("args,message", [
-    (["--steps", "1:3"], "--steps: expected A:B, whole numbers with 2 <= A <= B, got 1:3"),
+    (["--steps", "0:3"], "--steps: expected A:B, whole numbers with 1 <= A <= B, got 0:3"),
     (["--steps", "500:501"], "--steps 500:501: the run kept no experience of those explore steps"),
     (["--steps", "41:44"], "--steps 41:44: the evaluation of step 40 ran in the window"),
 ])

@@ -152,8 +152,10 @@ def test_the_rollout_holds_launches_pass_trinitys_checker_and_the_replay_reads_t
         command = launch_command(FROZENLAKE, model=Path("Qwen/Qwen2.5-0.5B-Instruct"), checkpoints=tmp_path / name,
                                  data={"train": data, "eval": data}, settings=bench.SETTINGS, extra=pairs)
         assert shown[name] in dry_run(command, gpus=1)
-    assert argvs["experiments.engine_ceiling"][2:4] == [str(out / "levers" / "fullasync" / "checkpoints" / "P" / "N"),
-                                                         str(out / "levers" / "model")]
+    ceiling = argvs["experiments.engine_ceiling"]
+    fully_async_run = out / "levers" / "fullasync" / "checkpoints" / "P" / "N"
+    assert ceiling[2:4] == [str(fully_async_run), str(out / "levers" / "model")]
+    assert ceiling[ceiling.index("--steps") + 1] == "1:4"  # the one window a fully_async run has (test_engine_ceiling)
     trainer = argvs["experiments.trainer_speed"]
     settings = trainer[trainer.index("--settings") + 1:]
     assert settings[0] == "sdpa-blocks" and {"liger-fused", "liger-fused-fsdp1", "liger-fused-adamw"} <= set(settings)
