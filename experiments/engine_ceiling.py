@@ -27,6 +27,9 @@ serving over HTTP costs, less the chat template and tokenizing that token ids sk
 server episode by episode is what the rest costs: those two, Trinity's runners and slots, agentscope. Writes
 engine_ceiling.json and engine_ceiling.md to --out and prints the table. The engines need a CUDA GPU. A run that
 evaluates as it trains needs a window between evaluations: set explorer.eval_interval above the window's steps.
+
+Why one module: its figures are ratios of one window's rates, the explorer's and each engine's, so the window,
+the calls read from it and every replay of them have to be the same, and are read together.
 """
 
 from __future__ import annotations
