@@ -254,11 +254,10 @@ def explorer_seconds(run: Path, first: int, last: int) -> dict[str, float]:
         raise InputError(f"--steps {first}:{last}: the explorer logged the ends of steps {have[0]} to {have[-1]}; "
                          f"the window needs the end of step {needed[0]} too")
     if first == 1:
-        started = [entry["at"] for entry in startup.read(run / startup.FILE_NAME) if entry["phase"] == EXPLORER_START]
-        if not started:
+        since = startup.phase_at(run / startup.FILE_NAME, EXPLORER_START)
+        if since is None:
             raise InputError(f"--steps 1:{last}: {run / startup.FILE_NAME} has no {EXPLORER_START!r}, where a window "
                              f"from step 1 starts")
-        since = started[0]
     elif first - 1 not in groups:
         raise InputError(f"--steps {first}:{last}: step {first - 1} ends no sync group (the explorer's end at steps "
                          f"{', '.join(map(str, groups[:12]))}{' ...' if len(groups) > 12 else ''}); start the "

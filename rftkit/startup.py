@@ -102,6 +102,11 @@ def read(path: str | os.PathLike) -> list[dict]:
     return entries
 
 
+def phase_at(path: str | os.PathLike, phase: str) -> float | None:
+    """When the timeline at `path` first marks `phase` (seconds since the epoch); None where it does not."""
+    return next((entry["at"] for entry in read(path) if entry["phase"] == phase), None)
+
+
 class Timeline(threading.Thread):
     """A launch's timeline: starts its file, prints each phase as it arrives, until `LAST_PHASE` or exit.
 

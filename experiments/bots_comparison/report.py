@@ -57,8 +57,7 @@ def held_out_along_the_way(points: dict[str, list], folder: Path | None) -> list
 
     evaluations = next((series for tag, series in points.items() if tag.startswith(HELD_OUT)), [])
     timeline = folder / startup.FILE_NAME if folder else None
-    launch = next((e["at"] for e in startup.read(timeline) if e["phase"] == "launch"), None) \
-        if timeline and timeline.is_file() else None
+    launch = startup.phase_at(timeline, "launch") if timeline and timeline.is_file() else None
     return [{"step": p.step, "accuracy": p.value,
              "minutes": None if launch is None else (p.wall_time - launch) / 60} for p in evaluations]
 
