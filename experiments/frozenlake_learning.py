@@ -44,7 +44,7 @@ from frozenlake.report import compare
 from rftkit import lora
 from rftkit.cli import ArgumentParser, above, at_least
 from rftkit.files import check_writable
-from rftkit.inputs import open_split, reports_input_errors
+from rftkit.inputs import reports_input_errors
 from rftkit.inputs.model_path import check_model
 from runkit.commands import evaluate_command, launch_command
 from runkit.runs import job_dir, last_checkpoint
@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--report-only: no evaluation at {', '.join(missing)} (expected <out>/before and "
                          f"<out>/after from scripts/evaluate.py)")
         if args.train is not None:
-            open_split(args.train, FROZENLAKE.task_columns, "--train", complete=True, ranges=FROZENLAKE.task_ranges)
+            FROZENLAKE.open_split(args.train, "--train")
         print(compare(args.out / "before", args.out / "after", args.out, args.train), flush=True)
         return 0
     if args.model is None:

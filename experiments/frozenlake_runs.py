@@ -20,8 +20,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from frozenlake.report import goal_choices, goals, hole_choices, map_by_map, seen_maps, summarize
-from frozenlake.reference import WEAK, safe_walk_pass_rate
+from frozenlake.report import goal_choices, goals, hole_choices, map_by_map, random_walk_rate, seen_maps, summarize
+from frozenlake.reference import safe_walk_pass_rate
 from rftkit.cli import ArgumentParser, labelled_path
 from rftkit.files import atomic_paths, check_writable
 from rftkit.inputs import InputError, read_json, reports_input_errors
@@ -43,7 +43,7 @@ def unseen(out: Path, train: Path | None) -> dict:
         raise InputError(f"{out}: every test map has a training map's layout; nothing is held out")
     better, worse, _ = map_by_map(goals(first), goals(second))
     tasks = {e["task"]["uid"]: e["task"] for e in first}
-    walks = {"random walk": {uid: task[WEAK] for uid, task in tasks.items()},
+    walks = {"random walk": {uid: random_walk_rate(task) for uid, task in tasks.items()},
              "safe walk": {uid: safe_walk_pass_rate(task) for uid, task in tasks.items()}}
     result = {"maps": len(tasks), "before": summarize(first), "after": summarize(second), "better": better,
               "worse": worse, "p": sign_test(better, worse),

@@ -20,9 +20,9 @@ import pyarrow.parquet as pq
 from tqdm import tqdm
 
 from frozenlake.env import AGENT_MAX_STEPS, ENV_MAX_STEPS
-from frozenlake.maps import P_RANGE, generate_map, shortest_path_length
+from frozenlake.maps import P_RANGE, TILES, generate_map, shortest_path_length, task_map
 from frozenlake.reference import STRONG, WEAK, reference_pass_rates
-from rftkit.files import atomic_paths
+from rftkit.files import atomic_paths, check_file_targets
 
 DEFAULT_DIR = "data/frozenlake"
 # The data script's defaults: map sides 2..6, 10,000 training and 100 test maps (upstream's), and the seed.
@@ -59,7 +59,36 @@ NOTE_SHARE = 0.1
 
 def layout(row: dict) -> str:
     """A task row's map as `grid` has it: what tells two maps apart (the uid only names the draw)."""
-    return grid(generate_map(int(row["size"]), float(row["p"]), int(row["seed"])))
+    return grid(task_map(row))
+
+
+def task_problem(row: dict) -> str | None:
+    """What is wrong with a task row's optional columns, or None: the map it gives in `desc` (rows of one
+    length, of S, F, H and G, one S and a G), the moves it allows, whether it is slippery, and the reference
+    pass rates the reports and BOTS read. The workflow reads them as given, so a bad one would fail or
+    mislead every episode of the task."""
+    desc = row.get("desc")
+    if desc is not None:
+        if not isinstance(desc, list) or not desc or not all(isinstance(line, str) and line for line in desc):
+            return f"column 'desc' is {desc!r}; expected the map as a list of its rows, strings of tiles"
+        if len({len(line) for line in desc}) > 1 or set("".join(desc)) - set(TILES):
+            return (f"column 'desc' is {desc!r}; expected rows of one length, each tile one of {TILES} "
+                    f"(start, ice, hole, goal)")
+        tiles = "".join(desc)
+        if tiles.count("S") != 1 or "G" not in tiles:
+            return f"column 'desc' is {desc!r}; expected one start tile S and a goal G"
+    steps = row.get("agent_max_steps")
+    if steps is not None and (isinstance(steps, bool) or not isinstance(steps, (int, float))
+                              or not float(steps).is_integer() or steps < 1):
+        return f"column 'agent_max_steps' is {steps!r}; expected a whole number of moves, 1 or more"
+    slippery = row.get("is_slippery")
+    if slippery is not None and not isinstance(slippery, bool):
+        return f"column 'is_slippery' is {slippery!r}; expected true or false"
+    for name in (WEAK, STRONG):
+        rate = row.get(name)
+        if rate is not None and (isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0 <= rate <= 1):
+            return f"column {name!r} is {rate!r}; expected a pass rate from 0 to 1"
+    return None
 
 
 def grid(desc: list[str]) -> str:
@@ -145,6 +174,11 @@ def draw_tasks(count: int, map_max_size: int, env_max_steps: int, rng: np.random
     return rows, layouts
 
 
+def split_paths(local_dir: str | Path) -> dict[str, Path]:
+    """Where write_dataset puts each split."""
+    return {name: Path(local_dir) / f"{name}.parquet" for name in ("train", "test")}
+
+
 def write_dataset(local_dir: str | Path = DEFAULT_DIR, map_max_size: int = DEFAULT_MAP_MAX_SIZE,
                   train_size: int = TRAIN_SIZE, test_size: int = TEST_SIZE, env_max_steps: int = ENV_MAX_STEPS,
                   seed: int = SEED, progress: bool = True) -> dict[str, Path]:
@@ -155,12 +189,13 @@ def write_dataset(local_dir: str | Path = DEFAULT_DIR, map_max_size: int = DEFAU
     themselves are kept, as upstream's generator has them). So no test map is a training map by content.
     """
     check_settings(map_max_size, train_size, test_size, env_max_steps)
+    paths = split_paths(local_dir)
+    check_file_targets(*paths.values())  # before the maps, which take a while
     test, test_layouts = draw_tasks(test_size, map_max_size, env_max_steps, np.random.default_rng([seed, TEST_STREAM]),
                                     distinct=True, name="test maps", progress=progress)
     train, _ = draw_tasks(train_size, map_max_size, env_max_steps, np.random.default_rng(seed),
                           reserved=frozenset(test_layouts), name="training maps", progress=progress)
     splits = {"train": train, "test": test}
-    paths = {name: Path(local_dir) / f"{name}.parquet" for name in splits}
     with atomic_paths(*paths.values()) as temps:
         for (name, split_rows), tmp in zip(splits.items(), temps):
             table = pa.Table.from_pylist([{**row, "index": i} for i, row in enumerate(split_rows)], schema=SCHEMA)

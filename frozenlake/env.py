@@ -38,6 +38,12 @@ TILE_SYMBOLS = {"S": "_", "F": "_", "H": "O", "G": "G"}
 PLAYER_SYMBOLS = {"S": "P", "F": "P", "H": "X", "G": "√"}
 
 
+def moves_allowed(task: dict) -> int:
+    """The moves a task's episode allows: its `agent_max_steps` where the row has one (null is none)."""
+    steps = task.get("agent_max_steps")
+    return AGENT_MAX_STEPS if steps is None else int(steps)
+
+
 def normalize_action(action: Any) -> str | None:
     """The canonical action name ("Left", ...) for `action`, or None if it is not one."""
     if not isinstance(action, str):

@@ -16,4 +16,5 @@ FROZENLAKE = Example(
     tags=("rollout/success/mean",),
     report_module="frozenlake.report", baselines=("oracle", "random"),
     sample_writer="frozenlake.data:write_sample",
+    task_problem_path="frozenlake.data:task_problem",
 )

@@ -26,6 +26,7 @@ ACTIONS = ("Left", "Down", "Right", "Up")
 MOVES = {"Left": (0, -1), "Down": (1, 0), "Right": (0, 1), "Up": (-1, 0)}
 
 P_RANGE = (0.6, 0.85)
+TILES = "SFHG"  # a map's letters, as above
 
 
 def generate_map(size: int, p: float, seed: int) -> list[str]:
@@ -40,6 +41,14 @@ def generate_map(size: int, p: float, seed: int) -> list[str]:
     grid.flat[start] = "S"
     grid.flat[goal] = "G"
     return ["".join(row) for row in grid]
+
+
+def task_map(task: dict) -> list[str]:
+    """The map a task row plays: its `desc` where it has one, else generate_map(size, p, seed)."""
+    desc = task.get("desc")
+    if desc is not None:
+        return [str(row) for row in desc]
+    return generate_map(int(task["size"]), float(task["p"]), int(task["seed"]))
 
 
 def find(desc: list[str], letter: str) -> tuple[int, int]:

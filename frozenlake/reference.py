@@ -23,8 +23,8 @@ from __future__ import annotations
 import numpy as np
 from gymnasium.envs.toy_text.frozen_lake import FrozenLakeEnv as GymFrozenLakeEnv
 
-from frozenlake.env import AGENT_MAX_STEPS
-from frozenlake.maps import ACTIONS, distances_to_goal, generate_map, neighbours, optimal_action
+from frozenlake.env import moves_allowed
+from frozenlake.maps import ACTIONS, distances_to_goal, neighbours, optimal_action, task_map
 
 WEAK, STRONG = "random_pass_rate", "noisy_oracle_pass_rate"
 EPSILON = 0.3
@@ -91,6 +91,6 @@ def reference_pass_rates(desc: list[str], max_steps: int) -> dict[str, float]:
 
 
 def safe_walk_pass_rate(task: dict) -> float:
-    """The `safe` walk's pass rate on a task's map (its seed, size and p), in the moves its episode allows."""
-    desc = generate_map(task["size"], task["p"], task["seed"])
-    return pass_rate(transitions(desc), policy_table(desc, "safe"), int(task.get("agent_max_steps", AGENT_MAX_STEPS)))
+    """The `safe` walk's pass rate on a task's map (`task_map`), in the moves its episode allows."""
+    desc = task_map(task)
+    return pass_rate(transitions(desc), policy_table(desc, "safe"), moves_allowed(task))

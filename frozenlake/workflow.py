@@ -9,7 +9,7 @@ from agentscope.model import ChatModelBase
 from agentscope.tuner import WorkflowOutput
 
 from frozenlake.agent import FrozenLakeAgent
-from frozenlake.env import AGENT_MAX_STEPS, FrozenLakeEnv
+from frozenlake.env import FrozenLakeEnv, moves_allowed
 from rftkit.timed_model import TimedModel
 
 END_LINE = "Episode ended: "
@@ -32,7 +32,7 @@ async def run_frozen_lake(
     call fails, the episode ends there with reward 0.0 and reason
     "model_error", so one bad request costs one rollout, not the training step.
     """
-    max_steps = int(task.get("agent_max_steps", AGENT_MAX_STEPS))
+    max_steps = moves_allowed(task)
     env = FrozenLakeEnv(max_steps=max_steps)
     model = TimedModel(model)
     agent = FrozenLakeAgent(model=model, max_steps=max_steps)

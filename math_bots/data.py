@@ -69,6 +69,16 @@ def ground_truth(answer) -> str:
     return str(answer).split("####")[-1].strip()
 
 
+def task_problem(row: dict) -> str | None:
+    """What is wrong with a task row, or None: a question with no text, or an answer with no ground truth
+    (nothing after its "####"), which the judge would compare every reply with."""
+    if not str(row["question"]).strip():
+        return "column 'question' is empty; expected the problem's text"
+    if not ground_truth(row["answer"]):
+        return f"column 'answer' is {row['answer']!r}; expected a final answer, after \"####\" where it has one"
+    return None
+
+
 def guru_row(question: str, truth, weak: float | None = 0.25, strong: float | None = 0.75,
              prompt: list | None = None) -> dict:
     """One row in guru-RL-92k's math schema (what `convert_guru` reads), for tests and smoke runs."""

@@ -17,4 +17,5 @@ MATH = Example(
     tags=("rollout/accuracy/mean", "eval/aime24/accuracy/mean@1", "eval/aime24/format/mean@1"),
     report_module="math_bots.report", baselines=(),
     sample_writer="math_bots.data:write_sample",
+    task_problem_path="math_bots.data:task_problem",
 )

@@ -14,7 +14,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Callable
 
-from rftkit.inputs import check_task_splits
+from rftkit.inputs import check_task_splits, open_split
 from rftkit.inputs.held_out import warn_seen_tasksets
 
 REPO = Path(__file__).resolve().parents[1]  # configs/ lies beside the packages, as in the checkout
@@ -61,6 +61,9 @@ class Example:
     # "module:function", function(folders, tasks): small data with `tasks` training tasks into `folders` (role ->
     # folder, laid out as `data`), for the GPU smoke and the step-cost measurement
     sample_writer: str
+    # "module:function", a task row -> what is wrong with it or None: the columns its workflow reads where a split
+    # has them (optional ones, and text that must not be empty), which task_columns' types cannot say
+    task_problem_path: str | None = None
 
     @property
     def workflow(self) -> Callable:
@@ -77,6 +80,12 @@ class Example:
     def task_key(self) -> Callable:
         return load(self.task_key_path)
 
+    def open_split(self, path: str | Path, flag: str | None = None):
+        """The task split at `path` (given by `flag`), refused unless every row is a task of this example:
+        rftkit.inputs.open_split with its columns, ranges and row check."""
+        return open_split(path, self.task_columns, flag, complete=True, ranges=self.task_ranges,
+                          rows=self.task_problem_path and load(self.task_problem_path))
+
     def report(self) -> ModuleType:
         return importlib.import_module(self.report_module)
 
@@ -88,7 +97,8 @@ class Example:
     def check_data(self, config: dict) -> None:
         """Refuse the task splits a resolved launch config names unless they exist and hold this example's columns,
         with values in their ranges; warn of eval tasks that the training split holds too."""
-        check_task_splits(config, self.task_columns, self.remedy(), self.data_flags, self.task_ranges)
+        check_task_splits(config, self.task_columns, self.remedy(), self.data_flags, self.task_ranges,
+                          self.task_problem_path and load(self.task_problem_path))
         warn_seen_tasksets(config, self.task_key)
 
     def config_path(self, selector: str | None = None) -> Path:

@@ -19,6 +19,7 @@ def atomic_paths(*paths: str | os.PathLike) -> Iterator[list[Path]]:
     atomic. On an exception the temporaries are removed and no target changes.
     """
     targets = [Path(p) for p in paths]
+    check_file_targets(*targets)  # a rename onto a folder would fail after the first files were in place
     temps = []
     try:
         for target in targets:
@@ -33,6 +34,13 @@ def atomic_paths(*paths: str | os.PathLike) -> Iterator[list[Path]]:
     finally:
         for tmp in temps:
             tmp.unlink(missing_ok=True)
+
+
+def check_file_targets(*paths: str | os.PathLike) -> None:
+    """Refuse to write files at `paths` where a folder has one's name: called before the work that makes them."""
+    for path in map(Path, paths):
+        if path.is_dir():
+            raise InputError(f"{path}: a folder is in the way; expected to write a file there")
 
 
 @contextlib.contextmanager

@@ -86,21 +86,21 @@ def absolute(path: str, maybe_hub_id: bool = False, base: Path | None = None) ->
     return str(placed.resolve())
 
 
-def load_yaml(path: str | Path) -> dict:
-    """The YAML mapping at `path`, interpolations resolved, or exit with a message naming the flag."""
+def load_yaml(path: str | Path, flag: str = "--config") -> dict:
+    """The YAML mapping at `path`, interpolations resolved, or exit with a message naming it as `flag` has it."""
     try:
         config = read_yaml(Path(path).read_text())
     except FileNotFoundError:
-        raise InputError(f"--config {path}: no such file") from None
+        raise InputError(f"{flag} {path}: no such file") from None
     except (OSError, UnicodeDecodeError) as exc:  # a folder, an unreadable or a binary file
-        raise InputError(f"--config {path}: cannot read it as text ({exc})") from None
+        raise InputError(f"{flag} {path}: cannot read it as text ({exc})") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise InputError(f"--config {path}: not valid YAML{where} ({getattr(exc, 'problem', None) or exc})") from None
+        raise InputError(f"{flag} {path}: not valid YAML{where} ({getattr(exc, 'problem', None) or exc})") from None
     if not isinstance(config, dict):
-        raise InputError(f"--config {path}: expected a YAML mapping of Trinity-RFT settings")
-    return resolve_interpolations(config, f"--config {path}")
+        raise InputError(f"{flag} {path}: expected a YAML mapping of Trinity-RFT settings")
+    return resolve_interpolations(config, f"{flag} {path}")
 
 
 # The reference model only runs forward passes, in bf16 under FSDP's mixed precision. Trinity 0.6 keeps
@@ -161,7 +161,11 @@ def resolve_config(config: dict, overrides: dict[str, Any], config_file: str = "
         set_key(config, REF_DTYPE_KEY, REF_DTYPE)
     config["checkpoint_root_dir"] = absolute(config.get("checkpoint_root_dir", "./checkpoints"))
     check_writable(config["checkpoint_root_dir"], "checkpoint_root_dir (--checkpoint-dir)")
-    model_path = absolute(get_key(config, MODEL_PATH_KEY, config_file), maybe_hub_id=True)
+    model_path = get_key(config, MODEL_PATH_KEY, config_file)
+    if not isinstance(model_path, str) or not model_path.strip():  # an unset shell variable: `--set model.model_path=`
+        raise InputError(f"model.model_path (--model-path): empty ({model_path!r}); expected a local model folder or "
+                         f"a hub id such as Qwen/Qwen3-0.6B")
+    model_path = absolute(model_path, maybe_hub_id=True)
     if not Path(model_path).exists() and not HUB_ID.fullmatch(model_path):
         raise InputError(f"model.model_path (--model-path) {model_path}: no such folder "
                          f"(expected a local model folder or a hub id such as Qwen/Qwen3-0.6B)")

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rftkit import keys
 from rftkit.checkpoints import TRACKER, complete_steps, tracker_step
+from rftkit.inputs import InputError
 from rftkit.trainer.lora_saves import ADAPTER_FOLDER
 
 
@@ -26,16 +28,23 @@ def launch_config(run: Path) -> dict | None:
     folder; None where neither is there."""
     from rftkit.overrides import load_yaml
 
-    for path in (launch_config_path(run), run / "config.yaml"):
-        if path.is_file():
-            return load_yaml(path)
-    return None
+    path = kept_config_path(run)
+    return load_yaml(path, "the run's launch config") if path else None
+
+
+def kept_config_path(run: Path) -> Path | None:
+    """Which of `launch_config`'s two places holds the run's config, if either."""
+    return next((path for path in (launch_config_path(run), run / "config.yaml") if path.is_file()), None)
 
 
 def group_size(run: Path) -> int | None:
-    """Rollouts per task (`algorithm.repeat_times`) of the config the run was launched with, where kept."""
+    """Rollouts per task (`algorithm.repeat_times`) of the config the run was launched with, where kept and set."""
     config = launch_config(run)
-    return config["algorithm"]["repeat_times"] if config else None
+    group = keys.get(config, "algorithm.repeat_times") if config else None
+    if group is not None and (isinstance(group, bool) or not isinstance(group, int) or group < 1):
+        raise InputError(f"the run's launch config {kept_config_path(run)}: algorithm.repeat_times is {group!r}; "
+                         f"expected a whole number of rollouts a task, 1 or more")
+    return group
 
 
 def last_checkpoint(checkpoints: Path, adapter: bool = False) -> Path:

@@ -30,7 +30,7 @@ from pathlib import Path
 from rftkit.cli import ArgumentParser, above, at_least
 from rftkit.example import PATHS_RULE, Example, in_checkout
 from rftkit.files import atomic_paths, check_writable
-from rftkit.inputs import InputError, Interrupted, open_split, reports_input_errors
+from rftkit.inputs import InputError, Interrupted, reports_input_errors
 from runkit.examples import EXAMPLES
 
 # --model NAME -> the example whose baseline policy it names
@@ -94,7 +94,7 @@ def seen_in_training(example: Example, args, split_file: Path, tasks: list[dict]
     train_file = args.data / "train.parquet"
     if args.split == "train" or not train_file.is_file():
         return None
-    open_split(train_file, example.task_columns, "--data", complete=True, ranges=example.task_ranges)
+    example.open_split(train_file, "--data")
     seen = seen_in(train_file, tasks, example.task_key)
     line = warning(seen, f"--data {split_file}", train_file)
     if line:
@@ -257,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.default_data and not split_file.exists():
         raise InputError(f"--data {split_file}: no such file (--task {args.task}'s default; --data gives another "
                          f"folder); {example.remedy('--data')}")
-    split = open_split(split_file, example.task_columns, "--data", complete=True, ranges=example.task_ranges)
+    split = example.open_split(split_file, "--data")
     tasks = split.read().to_pylist()[: args.limit]
     seen = seen_in_training(example, args, split_file, tasks)
     from rftkit.reports.evaluation import run_episodes  # agentscope, which takes seconds: after the flags' checks

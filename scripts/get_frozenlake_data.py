@@ -11,11 +11,11 @@ import sys
 import pyarrow.parquet as pq
 
 from frozenlake.data import (DEFAULT_DIR, DEFAULT_MAP_MAX_SIZE, LARGEST_MAP_SIZE, NOTE_SHARE, SEED, TEST_SIZE,
-                            TRAIN_SIZE, split_summary, write_dataset)
+                            TRAIN_SIZE, split_paths, split_summary, write_dataset)
 from frozenlake.env import ENV_MAX_STEPS
 from rftkit.cli import ArgumentParser, at_least
 from rftkit.example import PATHS_RULE, in_checkout
-from rftkit.files import check_writable
+from rftkit.files import check_file_targets, check_writable
 from rftkit.inputs import ctrl_c_kept, reports_input_errors
 
 
@@ -33,7 +33,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--env_max_steps", "--env-max-steps", type=int, default=ENV_MAX_STEPS,
                         help="keep maps solvable in this many moves (an episode allows 10)")
     args = parser.parse_args(argv)
-    check_writable(args.local_dir, "--local_dir")  # before the maps, which take a while
+    check_file_targets(*split_paths(args.local_dir).values())  # before the maps, which take a while
+    check_writable(args.local_dir, "--local_dir")
     try:
         with ctrl_c_kept():  # the drawing is numpy's, whose errors can swallow a Ctrl-C
             paths = write_dataset(args.local_dir, args.map_max_size, args.train_size, args.test_size,

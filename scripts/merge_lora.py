@@ -19,13 +19,18 @@ from rftkit.inputs.model_path import check_model
 from rftkit.lora import check_adapter
 
 def merge(base: Path, adapter: Path, out: Path) -> Path:
-    """Write base + adapter, merged, to `out` (through `<out>.partial`); an InputError where the adapter does not
-    fit the base."""
+    """Write base + adapter, merged, to `out` (through `<out>.partial`); an InputError where the base's weights
+    cannot be loaded or the adapter does not fit them."""
     import torch
     from peft import PeftModel
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    model = AutoModelForCausalLM.from_pretrained(base, dtype="auto")
+    try:
+        model = AutoModelForCausalLM.from_pretrained(base, dtype="auto")
+    except Exception as exc:  # noqa: BLE001 - OSError for no weights, safetensors' own error for broken ones
+        said = (str(exc).splitlines() or [""])[0]
+        raise InputError(f"BASE {base}: cannot load its weights ({type(exc).__name__}: {said}); expected the "
+                         f"model the adapter was trained on, as transformers saves one") from None
     try:
         merged = PeftModel.from_pretrained(model, adapter).merge_and_unload()
     except (ValueError, RuntimeError, KeyError) as exc:  # shapes or layer names that are not the base's

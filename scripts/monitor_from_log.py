@@ -46,9 +46,10 @@ def scalars(log: Path, year: int) -> dict[str, list[tuple[str, float, int, float
                                  f"(MM-DD HH:MM:SS)") from None
             for tag, text in ITEM.findall(items):
                 try:
-                    points[role.lower()].append((tag, float(text), int(step), wall_time))
+                    value = float(text)
                 except ValueError:  # a string, a list or a bool: not a scalar
                     continue
+                points[role.lower()].append((tag, value, int(step), wall_time))
     return dict(points)
 
 
@@ -81,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     check_writable(args.run, "RUN")
     points = scalars(args.log, args.year)
     if not points:
-        raise InputError(f"LOG {args.log}: no Trinity-RFT monitor lines "
+        raise InputError(f"LOG {args.log}: no Trinity-RFT monitor lines with a number "
                          f"('(Explorer pid=N) INFO MM-DD HH:MM:SS [monitor.py:L] Step S: {{...}}')")
     write(points, args.run)
     for role, role_points in sorted(points.items()):

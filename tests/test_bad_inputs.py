@@ -326,6 +326,61 @@ CASES = [
      "split has none: add two with scripts/add_pass_rates.py"),
     ("plot-out-a-folder", lambda t: (t / "plots").mkdir(),
      ["scripts/plot_runs.py", "{tmp}/run", "--out", "{tmp}/plots"], "error: --out {tmp}/plots: a folder"),
+    # what a task row's workflow reads beyond the required columns, and text that must not be empty
+    ("frozenlake-map-without-a-start", lambda t: splits(t / "d", {**FROZENLAKE, "desc": [["FFG", "FFF", "FFF"]]}),
+     [*FROZENLAKE_MAIN, "--data-dir", "{tmp}/d"],
+     "error: {tmp}/d/train.parquet: row 0: column 'desc' is ['FFG', 'FFF', 'FFF']; expected one start tile S and a "
+     "goal G; regenerate it"),
+    ("frozenlake-map-of-other-letters", lambda t: splits(t / "d", FROZENLAKE, {**FROZENLAKE, "desc": [["SX", "FG"]]}),
+     [*EVALUATE, "--data", "{tmp}/d"],
+     "error: --data {tmp}/d/test.parquet: row 0: column 'desc' is ['SX', 'FG']; expected rows of one length, each "
+     "tile one of SFHG"),
+    ("frozenlake-slippery-as-text", lambda t: splits(t / "d", FROZENLAKE, {**FROZENLAKE, "is_slippery": ["no"]}),
+     [*EVALUATE, "--data", "{tmp}/d"],
+     "error: --data {tmp}/d/test.parquet: row 0: column 'is_slippery' is 'no'; expected true or false"),
+    ("frozenlake-episode-of-no-moves",
+     lambda t: splits(t / "d", {"seed": [1, 2], "size": [3, 3], "p": [0.8, 0.8], "agent_max_steps": [10, 0]}),
+     [*FROZENLAKE_MAIN, "--data-dir", "{tmp}/d"],
+     "error: {tmp}/d/train.parquet: row 1: column 'agent_max_steps' is 0; expected a whole number of moves, 1 or "
+     "more"),
+    ("frozenlake-random-walk-rate-as-text",
+     lambda t: splits(t / "d", FROZENLAKE, {**FROZENLAKE, "random_pass_rate": ["low"]}),
+     [*EVALUATE, "--data", "{tmp}/d"],
+     "error: --data {tmp}/d/test.parquet: row 0: column 'random_pass_rate' is 'low'; expected a pass rate from 0 "
+     "to 1"),
+    ("math-answer-without-ground-truth", lambda t: parquet(t / "aime" / "test.parquet", {**MATH, "answer": ["#### "]}),
+     [*MATH_MAIN, "--eval-dir", "{tmp}/aime"],
+     "error: {tmp}/aime/test.parquet: row 0: column 'answer' is '#### '; expected a final answer"),
+    ("math-question-blank", lambda t: parquet(t / "aime" / "test.parquet", {**MATH, "question": ["  "]}),
+     [*MATH_MAIN, "--eval-dir", "{tmp}/aime"],
+     "error: {tmp}/aime/test.parquet: row 0: column 'question' is empty; expected the problem's text"),
+    ("bots-features-strongest-first", nothing,
+     [*MATH_MAIN, "--set",
+      "buffer.explorer_input.taskset.data_selector.feature_keys=[qwen3_30b_pass_rate,qwen2.5_7b_pass_rate]"],
+     "error: buffer.explorer_input.taskset.data_selector.feature_keys: qwen3_30b_pass_rate (mean 0.900 on "
+     "{tmp}/m/train/train.parquet) is the stronger reference, qwen2.5_7b_pass_rate the weaker (0.500); BOTS reads "
+     "the weaker's first"),
+    ("bots-features-one-twice", nothing,
+     [*MATH_MAIN, "--set",
+      "buffer.explorer_input.taskset.data_selector.feature_keys=[qwen3_30b_pass_rate,qwen3_30b_pass_rate]"],
+     "error: buffer.explorer_input.taskset.data_selector.feature_keys: qwen3_30b_pass_rate twice"),
+    # values Trinity's checker lets through
+    ("model-path-empty", nothing, [*FROZENLAKE_MAIN, "--set", "model.model_path="],
+     "error: model.model_path (--model-path): empty (None); expected a local model folder or a hub id"),
+    ("eval-interval-zero", nothing, [*FROZENLAKE_MAIN, "--set", "explorer.eval_interval=0"],
+     "error: --set explorer.eval_interval: expected 1 or more, got 0"),
+    ("learning-rate-negative", lambda t: text(t / "c.yaml", FROZENLAKE_YAML.replace("lr: 1e-6", "lr: -1e-6")),
+     [*FROZENLAKE_MAIN, "--config", "{tmp}/c.yaml"],
+     "error: --config {tmp}/c.yaml: algorithm.optimizer.lr: expected 0 or more, got -1e-06"),
+    # outputs
+    ("frozenlake-data-file-name-taken-by-a-folder", lambda t: (t / "new" / "test.parquet").mkdir(parents=True),
+     ["scripts/get_frozenlake_data.py", "--local_dir", "{tmp}/new", "--train_size", "5", "--test_size", "2"],
+     "error: {tmp}/new/test.parquet: a folder is in the way; expected to write a file there"),
+    ("merge-base-without-weights",
+     lambda t: (text(t / "base" / "config.json", '{"model_type": "qwen2"}'),
+                text(t / "adapter" / "adapter_config.json", "{}"), text(t / "adapter" / "adapter_model.safetensors")),
+     ["scripts/merge_lora.py", "{tmp}/base", "{tmp}/adapter", "--out", "{tmp}/merged"],
+     "error: BASE {tmp}/base: cannot load its weights (OSError: "),
 ]
 
 

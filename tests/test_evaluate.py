@@ -119,6 +119,33 @@ def test_test_maps_with_training_layouts_are_warned_of_and_reported_apart(frozen
     assert "| not in the training split | 20 | 40 |" in (tmp_path / "out" / "report.md").read_text()
 
 
+def test_splits_of_seed_size_and_p_alone_get_the_random_walks_rate_worked_out_and_a_map_of_its_own(frozenlake_data,
+                                                                                                   tmp_path):
+    """The task columns a split must have are seed, size and p: the random walk's rate, which the data script
+    writes beside them, is worked out for a split without it; a row's own map (`desc`) is the map played,
+    reported and told apart from the training maps."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from frozenlake.data import layout
+
+    data = tmp_path / "data"
+    data.mkdir()
+    kept = ["seed", "size", "p", "uid"]
+    train = pq.read_table(frozenlake_data / "train.parquet", columns=kept).to_pylist()
+    test = pq.read_table(frozenlake_data / "test.parquet").to_pylist()[:6]
+    # the last test row plays a map of its own: the first training map's, so it is a seen one
+    rows = [{name: row[name] for name in kept} | {"desc": None} for row in test]
+    rows[-1]["desc"] = layout(train[0]).split("\n")
+    pq.write_table(pa.Table.from_pylist(train), data / "train.parquet")
+    pq.write_table(pa.Table.from_pylist(rows), data / "test.parquet")
+    report, episodes = run(tmp_path / "out", "--task", "frozenlake", "--data", str(data), "--model", "oracle")
+    assert report["success_rate"] == 1.0
+    assert [e["seen_in_training"] for e in episodes] == [False] * 5 + [True]
+    unseen = report["by_training"]["unseen"]
+    assert unseen["random_pass_rate"] == pytest.approx(sum(r["random_pass_rate"] for r in test[:5]) / 5)
+
+
 def test_the_shipped_split_has_no_seen_map_and_a_split_alone_is_not_called_held_out(frozenlake_data, tmp_path,
                                                                                       capsys):
     report, _ = run(tmp_path / "a", "--task", "frozenlake", "--data", str(frozenlake_data), "--model", "random")

@@ -100,6 +100,13 @@ def test_a_task_may_set_its_own_move_budget():
     assert model.calls == 3 and out.metrics["env_steps"] == 3.0 and out.metrics["env_done"] == 1.0
 
 
+def test_a_null_move_budget_is_the_default_one():
+    """A split where some rows set agent_max_steps has it null in the others: those play upstream's 10 moves."""
+    model = ScriptedModel(["I am not sure."] * 10)
+    out = asyncio.run(run_frozen_lake({"seed": 1, "size": 4, "p": 0.8, "agent_max_steps": None}, model, {}))
+    assert model.calls == 10 and out.metrics["env_steps"] == 10.0
+
+
 def test_a_model_error_ends_the_episode_without_raising():
     model = ScriptedModel(["```Left```", ConnectionError("engine went away")])
     out = asyncio.run(run_frozen_lake({"desc": ["SFF", "FFF", "FFG"]}, model, {}))

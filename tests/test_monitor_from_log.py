@@ -76,6 +76,10 @@ def test_refuses_a_log_without_monitor_lines_and_a_run_that_has_a_monitor(tmp_pa
     assert "bad.log, line 1: '02-30 05:22:42' is not a time of 2026" in refused(
         [str(tmp_path / "bad.log"), str(tmp_path / "other"), "--year", "2026"], capsys)
     assert not (tmp_path / "other").exists()
+    (tmp_path / "words.log").write_text(printed("Explorer", "05:22:30", 1, {"explorer/note": "warm-up"}))
+    assert "words.log: no Trinity-RFT monitor lines with a number" in refused(
+        [str(tmp_path / "words.log"), str(tmp_path / "other")], capsys)
+    assert not (tmp_path / "other").exists()
     assert "--year 0: expected the year the run ran in" in refused(
         [str(tmp_path / "hold.out"), str(tmp_path / "other"), "--year", "0"], capsys)
 

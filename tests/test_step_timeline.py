@@ -117,6 +117,24 @@ def test_bad_steps_are_refused_with_one_line(tmp_path, args, message):
     assert not (tmp_path / "out").exists()
 
 
+def test_a_kept_config_that_cannot_give_the_group_is_named_as_the_runs(tmp_path):
+    """The rollouts per task come from the run's kept config, which the user did not give by a flag."""
+    import shutil
+
+    run_dir = tmp_path / "project" / "run"
+    shutil.copytree(RUN, run_dir)
+    (run_dir / "config.yaml").write_text("algorithm: {repeat_times: eight}\n")
+    result = run(run_dir, "--out", tmp_path / "out")
+    assert result.returncode == 2 and result.stderr.strip() == (
+        f"error: the run's launch config {run_dir / 'config.yaml'}: algorithm.repeat_times is 'eight'; expected a "
+        f"whole number of rollouts a task, 1 or more")
+    (run_dir / "config.yaml").write_text("algorithm: [\n")
+    result = run(run_dir, "--out", tmp_path / "out")
+    said = f"the run's launch config {run_dir / 'config.yaml'}: not valid YAML"
+    assert result.returncode == 2 and said in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
 def test_a_folder_that_is_no_run_is_refused(tmp_path):
     result = run(tmp_path, "--out", tmp_path / "out")
     assert result.returncode == 2 and "no monitor/tensorboard/trainer" in result.stderr

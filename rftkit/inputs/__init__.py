@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from rftkit import keys
@@ -46,8 +47,8 @@ class Interrupted(InputError):
 
 
 def reports_input_errors(main: Callable[..., int]) -> Callable[..., int]:
-    """Wrap an entry point's main(): print an InputError as `error: <message>`, then let it end the program; a
-    Ctrl-C that main() does not say more of ends it with one line too, and exit status 130."""
+    """Wrap an entry point's main(): print an InputError as `error: <message>` on one line, then let it end the
+    program; a Ctrl-C that main() does not say more of ends it with one line too, and exit status 130."""
 
     @functools.wraps(main)
     def wrapper(*args, **kwargs):
@@ -55,7 +56,8 @@ def reports_input_errors(main: Callable[..., int]) -> Callable[..., int]:
             return main(*args, **kwargs)
         except InputError as exc:
             close_progress_bars()
-            print(f"error: {exc}", file=sys.stderr)
+            # one line, whatever a library's message quoted in it holds (pyarrow's thrift errors hold newlines)
+            print("error: " + " ".join(line.strip() for line in str(exc).splitlines() if line.strip()), file=sys.stderr)
             raise
         except KeyboardInterrupt:
             close_progress_bars()
@@ -154,12 +156,14 @@ def check_columns(schema: pa.Schema, columns: dict[str, str], where: str) -> Non
 
 
 def open_split(path: str | Path, columns: dict[str, str], flag: str | None = None,
-               complete: bool = False, ranges: dict[str, tuple] | None = None) -> pq.ParquetFile:
+               complete: bool = False, ranges: dict[str, tuple] | None = None,
+               rows: Callable[[dict], str | None] | None = None) -> pq.ParquetFile:
     """The parquet file at `path` (given by `flag`, if any), checked to have `columns` and at least one row, with
-    `complete` (tasks) a value in each of those columns in every row, and each column of `ranges` (name: (least,
-    most), None for no bound) within its bounds.
+    `complete` (tasks) a value in each of those columns in every row, each column of `ranges` (name: (least,
+    most), None for no bound) within its bounds, and, given `rows` (a row -> what is wrong with it, or None), every
+    row as a task of its example: the columns it reads where a split has them, which no schema requires.
 
-    Only the footer is read here; the caller reads the rows it needs.
+    Without `rows`, only the footer and the bounded columns are read; the caller reads the rows it needs.
     """
     where = label(path, flag)
     if Path(path).is_dir():
@@ -181,6 +185,9 @@ def open_split(path: str | Path, columns: dict[str, str], flag: str | None = Non
     bounded = parquet.read(columns=list(ranges)).to_pydict() if ranges else {}
     for name, (least, most) in (ranges or {}).items():
         check_range(bounded[name], name, least, most, where)
+    for number, row in enumerate(parquet.read().to_pylist() if rows else []):
+        if problem := rows(row):
+            raise InputError(f"{where}: row {number}: {problem}")
     return parquet
 
 
@@ -249,12 +256,13 @@ def tasksets(config: dict, config_file: str = "the config") -> list[tuple[dict, 
 
 
 def check_task_splits(config: dict, columns: dict[str, str], remedy: str, flags: dict[str, str] | None = None,
-                      ranges: dict[str, tuple] | None = None) -> None:
+                      ranges: dict[str, tuple] | None = None, rows: Callable[[dict], str | None] | None = None) -> None:
     """Refuse the task splits a resolved launch config names unless each exists and has `columns`, rows, and
-    values within `ranges` (open_split's).
+    values within `ranges`, each row a task by `rows` (open_split's).
 
     A taskset reads `<path>/<split>.parquet`, and its selector's feature keys must be number columns there too,
-    from 0 to 1 (BOTS reads them as pass rates). `flags` (role "train" or "eval" -> the flag that sets its folder)
+    from 0 to 1 (BOTS reads them as pass rates), two different ones, the lower on average first (the weaker
+    reference model's). `flags` (role "train" or "eval" -> the flag that sets its folder)
     and `remedy` (how to make good data) end every message, so that it says how to fix the input.
     """
     flags = flags or {}
@@ -277,9 +285,12 @@ def check_task_splits(config: dict, columns: dict[str, str], remedy: str, flags:
         if bots and len(features) != 2:
             raise InputError(f"{key}.{selector_name}.feature_keys: {selector.get('selector_type')} (BOTS) reads two "
                              f"pass-rate columns, the weaker reference's first; got {features}")
+        if bots and features[0] == features[1]:
+            raise InputError(f"{key}.{selector_name}.feature_keys: {features[0]} twice; BOTS reads a weaker and a "
+                             f"stronger reference model's pass rates, the weaker's first")
         try:
-            open_split(path, {**columns, **dict.fromkeys(features, "number")}, complete=True,
-                       ranges={**(ranges or {}), **dict.fromkeys(features, (0.0, 1.0))})
+            split = open_split(path, {**columns, **dict.fromkeys(features, "number")}, complete=True,
+                               ranges={**(ranges or {}), **dict.fromkeys(features, (0.0, 1.0))}, rows=rows)
         except InputError as exc:
             rates = other_pass_rates(path, features)
             if rates:
@@ -291,6 +302,13 @@ def check_task_splits(config: dict, columns: dict[str, str], remedy: str, flags:
                           f"it), or choose tasks at random, which reads none "
                           f"(--set {key}.{selector_name}.selector_type=random)")
             raise InputError(f"{exc}; {remedy}") from None
+        if bots:
+            means = [pc.mean(split.read(columns=[name]).column(name)).as_py() for name in features]
+            if means[0] > means[1]:
+                raise InputError(f"{key}.{selector_name}.feature_keys: {features[0]} (mean {means[0]:.3f} on {path}) "
+                                 f"is the stronger reference, {features[1]} the weaker ({means[1]:.3f}); BOTS reads "
+                                 f"the weaker's first: --set {key}.{selector_name}.feature_keys="
+                                 f"[{features[1]},{features[0]}]")
 
 
 def registry_names(registry) -> list[str]:

@@ -85,10 +85,12 @@ def episodes_file(folder: Path) -> Path:
 SEEN = "seen_in_training"  # an episode's flag, where evaluate.py compared its task with the training split
 
 
-def by_training(episodes: list[dict], won: Callable[[dict], bool], expected: str | None = None) -> dict | None:
+def by_training(episodes: list[dict], won: Callable[[dict], bool], expected: str | None = None,
+                expected_of: Callable[[dict], float] | None = None) -> dict | None:
     """Success on the tasks the training split lacks ("unseen") and on those it holds ("seen"): each a `rate`
     with its task count and, given `expected`, a task column holding a baseline's expected success, that
-    column's mean over the same episodes. None when the episodes were not compared with a training split."""
+    column's mean over the same episodes (`expected_of(task)` where given: the value for a split without the
+    column). None when the episodes were not compared with a training split."""
     if not episodes or any(e.get(SEEN) is None for e in episodes):
         return None
     groups = {}
@@ -97,7 +99,8 @@ def by_training(episodes: list[dict], won: Callable[[dict], bool], expected: str
         if group:
             groups[name] = {**rate(sum(map(won, group)), len(group)), "tasks": len({e["task_number"] for e in group})}
             if expected:
-                groups[name][expected] = sum(e["task"][expected] for e in group) / len(group)
+                value = expected_of or (lambda task: task[expected])
+                groups[name][expected] = sum(value(e["task"]) for e in group) / len(group)
     return groups
 
 
