@@ -156,12 +156,17 @@ def read_table(path: str | Path, flag: str | None = None) -> pa.Table:
         raise InputError(f"{label(path, flag)}: no rows")
     # datasets keeps an Arrow copy of every file it reads in the user's cache, a file that fails included: a
     # cache of its own, gone after the read, leaves nothing behind (the rows are kept in memory).
+    # Its json builder logs the parser's error before raising it: quiet, so that the one line below says it.
+    verbosity = datasets.utils.logging.get_verbosity()
+    datasets.utils.logging.set_verbosity(datasets.utils.logging.CRITICAL)
     with tempfile.TemporaryDirectory(prefix="read_table-") as cache:
         try:
             table = datasets.load_dataset("json", data_files=str(path), split="train", cache_dir=cache,
                                           keep_in_memory=True).data.table
         except datasets.exceptions.DatasetGenerationError as exc:  # its own message is generic; the cause says why
             raise InputError(f"{label(path, flag)}: not a JSON file ({exc.__cause__ or exc})") from None
+        finally:
+            datasets.utils.logging.set_verbosity(verbosity)
     if table.num_rows == 0:
         raise InputError(f"{label(path, flag)}: no rows")
     return table

@@ -99,7 +99,8 @@ def main(argv: list[str] | None = None) -> int:
         raise InputError(f"--column {args.column}: {split_path} has this column already, of "
                          f"{table.schema.field(args.column).type} values, not pass rates; name another")
     if not args.episodes.is_file():
-        raise InputError(f"--episodes {args.episodes}: no such file")
+        raise InputError(f"--episodes {args.episodes}: " + ("a folder, expected evaluate.py's episodes.jsonl in it"
+                                                            if args.episodes.is_dir() else "no such file"))
     source = f"--episodes {args.episodes}"
     episodes = read_json(args.episodes, lines=True, flag="--episodes")
     rates, repeats = pass_rates(table.select(["question"]).to_pylist(), episodes, source)

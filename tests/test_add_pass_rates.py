@@ -100,6 +100,9 @@ def test_a_column_of_the_task_itself_bad_rewards_and_bad_records_are_refused(spl
         with pytest.raises(SystemExit):
             add_pass_rates.main(["--data", str(split), "--episodes", str(episodes), "--column", column])
         assert message in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # evaluate.py's --out, given for its episodes.jsonl
+        add_pass_rates.main(["--data", str(split), "--episodes", str(tmp_path / "eval"), "--column", "x"])
+    assert f"--episodes {tmp_path / 'eval'}: a folder, expected evaluate.py's episodes.jsonl" in capsys.readouterr().err
     assert (split / "train.parquet").read_bytes() == before
 
 

@@ -168,6 +168,17 @@ def test_script_rejects_a_file_of_the_wrong_shape(tmp_path):
     assert not (tmp_path / "train").exists()
 
 
+def test_script_says_a_broken_json_lines_file_once(tmp_path):
+    """datasets' json builder logs the parser's error before raising it; the script's one line says it alone."""
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"problem": "1 + 1?", "answer": "2"}\n{"problem": "2 + 2?", "answer": \n')
+    result = subprocess.run([sys.executable, str(REPO / "scripts" / "prepare_math_data.py"), "--input", str(bad),
+                             "--processed_data_dir", str(tmp_path / "train")], capture_output=True, text=True)
+    assert result.returncode == 2 and result.stderr.count("JSON parse error") == 1
+    assert result.stderr.strip().splitlines()[-1].startswith(f"error: --input {bad}: not a JSON file (JSON parse")
+    assert not (tmp_path / "train").exists()
+
+
 def test_script_offline_with_input_writes_train_and_warns_about_aime(guru_parquet, tmp_path):
     result = subprocess.run(
         [sys.executable, str(REPO / "scripts" / "prepare_math_data.py"), "--input", str(guru_parquet),
