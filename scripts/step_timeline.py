@@ -153,7 +153,8 @@ def per_step(explorer: dict, trainer: dict, spans: list, steps: list[int], sampl
         rows.append((f"GPU {gpu} busy (utilization)", None, mean(used) / 100, f"{len(used)} samples"))
         rows.append((f"GPU {gpu} idle (samples at 0%)", None, gpu_samples.idle_share(used), ""))
     if not by_gpu:
-        rows.append(("GPU utilization", None, None, f"not sampled: no {gpu_samples.FILE_NAME} for this window"))
+        said = f"not sampled: no reading in this window in the run's {gpu_samples.FILE_NAME}, if it has one"
+        rows.append(("GPU utilization", None, None, said))
     return rows
 
 
@@ -208,10 +209,11 @@ def draw(explorer: dict, trainer_lane: list, samples: list, title: str, path: Pa
     save_png(fig, path)
 
 
-def pick_steps(trainer: dict, wanted: tuple[int, int] | None) -> list[int]:
+def pick_steps(trainer: dict, wanted: tuple[int, int] | None, run: Path) -> list[int]:
     have = sorted(p.step for p in trainer.get("time/train_step", []))
     if not have:
-        raise InputError("RUN: its trainer logged no time/train_step: no trainer step finished")
+        raise InputError(f"RUN {run}: its trainer logged no time/train_step: no trainer step finished, or its event "
+                         f"files are empty, cut short or not tensorboard's")
     if wanted is None:
         middle = len(have) // 2
         return have[max(0, middle - 2):middle + 3]
@@ -242,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     check_writable(args.out, "--out")
     trainer = read_points(tensorboard / "trainer")
     explorer = read_points(tensorboard / "explorer") if (tensorboard / "explorer").is_dir() else {}
-    steps = pick_steps(trainer, args.steps)
+    steps = pick_steps(trainer, args.steps, args.run)
     waits = syncs_while_waiting(args.run / "log" / "trainer.log")
     samples_file = args.run / gpu_samples.FILE_NAME
     samples = gpu_samples.read(samples_file) if samples_file.is_file() else []

@@ -138,6 +138,13 @@ def test_a_kept_config_that_cannot_give_the_group_is_named_as_the_runs(tmp_path)
 def test_a_folder_that_is_no_run_is_refused(tmp_path):
     result = run(tmp_path, "--out", tmp_path / "out")
     assert result.returncode == 2 and "no monitor/tensorboard/trainer" in result.stderr
+    trainer = tmp_path / "monitor" / "tensorboard" / "trainer"
+    trainer.mkdir(parents=True)
+    (trainer / "events.out.tfevents.1.host").write_bytes(b"cut short")
+    result = run(tmp_path, "--out", tmp_path / "out")
+    assert result.returncode == 2 and result.stderr.startswith(
+        f"error: RUN {tmp_path}: its trainer logged no time/train_step")
+    assert not (tmp_path / "out").exists()
 
 
 def test_samples_from_nvidia_smi_are_kept_with_their_time_and_stop_with_the_block(tmp_path, monkeypatch):
