@@ -80,11 +80,15 @@ class Example:
     def task_key(self) -> Callable:
         return load(self.task_key_path)
 
+    @property
+    def task_problem(self) -> Callable[[dict], str | None] | None:
+        return load(self.task_problem_path) if self.task_problem_path else None
+
     def open_split(self, path: str | Path, flag: str | None = None):
         """The task split at `path` (given by `flag`), refused unless every row is a task of this example:
         rftkit.inputs.open_split with its columns, ranges and row check."""
         return open_split(path, self.task_columns, flag, complete=True, ranges=self.task_ranges,
-                          rows=self.task_problem_path and load(self.task_problem_path))
+                          rows=self.task_problem)
 
     def report(self) -> ModuleType:
         return importlib.import_module(self.report_module)
@@ -96,9 +100,9 @@ class Example:
 
     def check_data(self, config: dict) -> None:
         """Refuse the task splits a resolved launch config names unless they exist and hold this example's columns,
-        with values in their ranges; warn of eval tasks that the training split holds too."""
+        with values in their ranges and rows it can play; warn of eval tasks that the training split holds too."""
         check_task_splits(config, self.task_columns, self.remedy(), self.data_flags, self.task_ranges,
-                          self.task_problem_path and load(self.task_problem_path))
+                          self.task_problem)
         warn_seen_tasksets(config, self.task_key)
 
     def config_path(self, selector: str | None = None) -> Path:
