@@ -61,7 +61,7 @@ def test_a_window_from_step_1_runs_from_the_explorers_first_weights(tmp_path):
 
 
 def test_a_kept_fully_async_run_has_its_window_from_the_start_only():
-    """The fully_async lever (one H100, 2026-12-06): its explorer logged a sync group only at step 16."""
+    """A kept fully_async run: its explorer logged a sync group only at its last step, 16."""
     kept = REPO / "docs/learning/levers/fullasync/run"
     seconds = engine_ceiling.explorer_seconds(kept, 1, 4)
     assert 0 < seconds["explorer_rollouts_seconds"] <= seconds["explorer_seconds"] < 120

@@ -85,9 +85,9 @@ def test_refuses_a_log_without_monitor_lines_and_a_run_that_has_a_monitor(tmp_pa
 
 
 def test_a_real_runs_lines_give_back_its_tensorboard_scalars(tmp_path):
-    """Hold 2 again (one H100, 2026-12-07) came back with both its tensorboard files and its console output; the
-    monitor's lines of that output are kept beside the run. Every scalar at every step comes back, to the 6
-    significant digits the console prints, at the second it was logged."""
+    """A kept run with both its tensorboard files and the monitor's lines of its console output beside it: every
+    scalar at every step comes back, to the 6 significant digits the console prints, at the second it was
+    logged."""
     import gzip
 
     kept = REPO / "docs" / "learning" / "long" / "hold2b"

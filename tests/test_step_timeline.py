@@ -78,8 +78,8 @@ def test_episodes_going_at_once_is_episodes_times_their_time_over_the_wait():
 
 
 def test_a_run_without_its_launch_config_takes_the_group_from_the_flag(tmp_path):
-    """Hold 3 (one H200, 2026-12-07) came back without its launch config: without --group there is no count of
-    the episodes; with it, the same count the config would give."""
+    """A kept run without its launch config: without --group there is no count of the episodes; with it, the
+    same count the config would give."""
     kept = REPO / "docs/learning/long/hold3/run"
     assert not (kept / "config.yaml").exists()
     assert "episodes a second" not in run(kept, "--steps", "10:20", "--out", tmp_path / "a").stdout

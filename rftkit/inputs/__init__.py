@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from rftkit import keys
@@ -289,7 +288,7 @@ def check_task_splits(config: dict, columns: dict[str, str], remedy: str, flags:
             raise InputError(f"{key}.{selector_name}.feature_keys: {features[0]} twice; BOTS reads a weaker and a "
                              f"stronger reference model's pass rates, the weaker's first")
         try:
-            split = open_split(path, {**columns, **dict.fromkeys(features, "number")}, complete=True,
+            open_split(path, {**columns, **dict.fromkeys(features, "number")}, complete=True,
                                ranges={**(ranges or {}), **dict.fromkeys(features, (0.0, 1.0))}, rows=rows)
         except InputError as exc:
             rates = other_pass_rates(path, features)
@@ -303,7 +302,7 @@ def check_task_splits(config: dict, columns: dict[str, str], remedy: str, flags:
                           f"(--set {key}.{selector_name}.selector_type=random)")
             raise InputError(f"{exc}; {remedy}") from None
         if bots:
-            means = [pc.mean(split.read(columns=[name]).column(name)).as_py() for name in features]
+            means = list(column_means(path, features).values())
             if means[0] > means[1]:
                 raise InputError(f"{key}.{selector_name}.feature_keys: {features[0]} (mean {means[0]:.3f} on {path}) "
                                  f"is the stronger reference, {features[1]} the weaker ({means[1]:.3f}); BOTS reads "
@@ -354,7 +353,14 @@ def other_pass_rates(path: Path, features: list[str]) -> list[str]:
         rates = [name for name in names if name.endswith(PASS_RATE_SUFFIX)]
         if not rates or set(features) <= set(names):
             return []
-        means = pq.read_table(path, columns=rates).to_pydict()
+        means = column_means(path, rates)
     except (pa.ArrowException, OSError):  # not a parquet file: the error says so already
         return []
-    return sorted(rates, key=lambda name: sum(x or 0 for x in means[name]) / max(1, len(means[name])))
+    return sorted(rates, key=means.get)
+
+
+def column_means(path: Path, names: list[str]) -> dict[str, float]:
+    """The mean of each of the split's columns `names`, in that order (a null counts as 0): how pass-rate columns
+    are told weaker from stronger."""
+    values = pq.read_table(path, columns=names).to_pydict()
+    return {name: sum(x or 0 for x in values[name]) / max(1, len(values[name])) for name in names}

@@ -93,13 +93,13 @@ def by_training(episodes: list[dict], won: Callable[[dict], bool], expected: str
     column). None when the episodes were not compared with a training split."""
     if not episodes or any(e.get(SEEN) is None for e in episodes):
         return None
+    value = expected_of or (lambda task: task[expected])
     groups = {}
     for name, seen in (("unseen", False), ("seen", True)):
         group = [e for e in episodes if e[SEEN] is seen]
         if group:
             groups[name] = {**rate(sum(map(won, group)), len(group)), "tasks": len({e["task_number"] for e in group})}
             if expected:
-                value = expected_of or (lambda task: task[expected])
                 groups[name][expected] = sum(value(e["task"]) for e in group) / len(group)
     return groups
 
