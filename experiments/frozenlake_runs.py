@@ -20,7 +20,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from frozenlake.report import goal_choices, goals, hole_choices, map_by_map, random_walk_rate, seen_maps, summarize
+from frozenlake.report import (goal_choices, goals, hole_choices, map_by_map, map_key, random_walk_rate, seen_maps,
+                               summarize)
 from frozenlake.reference import safe_walk_pass_rate
 from rftkit.cli import ArgumentParser, labelled_path
 from rftkit.files import atomic_paths, check_writable
@@ -38,21 +39,21 @@ def unseen(out: Path, train: Path | None) -> dict:
     if seen is None:
         raise InputError(f"{out}/before: its episodes do not say which maps training had; give --train "
                          f"NAME=SPLIT with that run's training split")
-    first, second = ([e for e in episodes if not seen.get(e["task"]["uid"], True)] for episodes in (before, after))
+    first, second = ([e for e in episodes if not seen.get(map_key(e["task"]), True)] for episodes in (before, after))
     if not first:
         raise InputError(f"{out}: every test map has a training map's layout; nothing is held out")
     better, worse, _ = map_by_map(goals(first), goals(second))
-    tasks = {e["task"]["uid"]: e["task"] for e in first}
-    walks = {"random walk": {uid: random_walk_rate(task) for uid, task in tasks.items()},
-             "safe walk": {uid: safe_walk_pass_rate(task) for uid, task in tasks.items()}}
+    tasks = {map_key(e["task"]): e["task"] for e in first}
+    walks = {"random walk": {key: random_walk_rate(task) for key, task in tasks.items()},
+             "safe walk": {key: safe_walk_pass_rate(task) for key, task in tasks.items()}}
     result = {"maps": len(tasks), "before": summarize(first), "after": summarize(second), "better": better,
               "worse": worse, "p": sign_test(better, worse),
               "hole choices": {"before": hole_choices(first), "after": hole_choices(second)},
               "goal choices": {"before": goal_choices(first), "after": goal_choices(second)}}
     for name, rates in walks.items():
         by_size: dict[int, list[float]] = {}
-        for uid, rate in rates.items():
-            by_size.setdefault(tasks[uid]["size"], []).append(rate)
+        for key, rate in rates.items():
+            by_size.setdefault(tasks[key]["size"], []).append(rate)
         result[name] = sum(rates.values()) / len(rates)
         result[f"{name} by size"] = {size: sum(r) / len(r) for size, r in sorted(by_size.items())}
     return result

@@ -206,7 +206,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, help="FrozenLake train and test splits (required unless --report-only)")
     parser.add_argument("--variant", action="append", type=parse_variant, required=True, metavar="NAME[=K=V,...]",
                         help="a variant to launch, in order: a name and its --set values")
-    parser.add_argument("--minutes", type=above(0), default=9, help="each variant's wall time from its launch")
+    parser.add_argument("--minutes", type=above(0), default=9,
+                        help="each variant's wall time from its launch (with --report-only: the time they ran, "
+                             "which bounds the window the episodes are counted in)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="passed to every variant's launch, before its own values")
     parser.add_argument("--report-only", action="store_true", help="only redraw the report from <out>/<variant>/")

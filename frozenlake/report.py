@@ -181,12 +181,18 @@ def chart(report: dict):
     return fig
 
 
+def map_key(task: dict) -> str:
+    """What pairs a map across two evaluations: its uid and its layout, so that two splits reusing a uid for
+    another map do not pass for the same maps."""
+    return f"{task['uid']} {layout(task)}"
+
+
 def goals(episodes: list[dict]) -> dict[str, float]:
-    """Goals reached per map uid, from episodes.jsonl rows."""
+    """Goals reached per map (`map_key`), from episodes.jsonl rows."""
     per_map: dict[str, float] = {}
     for episode in episodes:
-        uid = episode["task"]["uid"]
-        per_map[uid] = per_map.get(uid, 0.0) + episode["metrics"]["success"]
+        key = map_key(episode["task"])
+        per_map[key] = per_map.get(key, 0.0) + episode["metrics"]["success"]
     return per_map
 
 
@@ -199,13 +205,13 @@ def map_by_map(before: dict[str, float], after: dict[str, float]) -> tuple[int, 
 
 
 def seen_maps(episodes: list[dict], train: Path | None) -> dict[str, bool] | None:
-    """Map uid -> whether the training split holds its layout: from `train` (a split file) where given, else from
-    the episodes' own flags (evaluate.py's); None where neither says."""
-    tasks = {e["task"]["uid"]: e for e in episodes}
+    """`map_key` -> whether the training split holds the map's layout: from `train` (a split file) where given,
+    else from the episodes' own flags (evaluate.py's); None where neither says."""
+    tasks = {map_key(e["task"]): e for e in episodes}
     if train is not None:
         return dict(zip(tasks, seen_in(train, [e["task"] for e in tasks.values()], layout)))
     if all(e.get(SEEN) is not None for e in tasks.values()):
-        return {uid: e[SEEN] for uid, e in tasks.items()}
+        return {key: e[SEEN] for key, e in tasks.items()}
     return None
 
 
@@ -216,9 +222,9 @@ def held_out_table(before: list[dict], first: dict[str, float], second: dict[str
     lines = ["| maps | number | before | after | better / worse | sign test p | random walk's expected rate |",
              "|---|---|---|---|---|---|---|"]
     repeats = len(before) / len(first)
-    walk = {e["task"]["uid"]: random_walk_rate(e["task"]) for e in before}
+    walk = {map_key(e["task"]): random_walk_rate(e["task"]) for e in before}
     for name, flag in (("layouts not in training", False), ("layouts in training", True)):
-        maps = [uid for uid in first if seen[uid] is flag]
+        maps = [key for key in first if seen[key] is flag]
         if not maps:
             continue
         better, worse, _ = map_by_map({m: first[m] for m in maps}, {m: second[m] for m in maps})

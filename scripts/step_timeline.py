@@ -28,7 +28,7 @@ from pathlib import Path
 from statistics import mean
 
 from rftkit import gpu_samples
-from rftkit.cli import ArgumentParser, step_range
+from rftkit.cli import ArgumentParser, at_least, step_range
 from rftkit.files import atomic_paths, check_writable
 from rftkit.inputs import InputError, reports_input_errors
 from rftkit.reports.tensorboard import EVAL_TIME, MODEL_CALLS, ROLLOUT_WAIT, over_rollout_waits, read_points
@@ -231,12 +231,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", metavar="A:B", type=step_range(1),
                         help="trainer steps to draw and average (default: five from the middle of the run)")
     parser.add_argument("--out", type=Path, required=True, help="folder for timeline.png and timeline.md")
-    parser.add_argument("--group", type=int, metavar="N",
+    parser.add_argument("--group", type=at_least(1), metavar="N",
                         help="rollouts per task, for a run whose launch config was not kept (default: the kept "
                              "config's algorithm.repeat_times)")
     args = parser.parse_args(argv)
-    if args.group is not None and args.group < 1:
-        raise InputError(f"--group {args.group}: expected the rollouts per task, 1 or more")
     tensorboard = args.run / "monitor" / "tensorboard"
     if not (tensorboard / "trainer").is_dir():
         raise InputError(f"RUN {args.run}: no monitor/tensorboard/trainer in it; expected a run's folder, "

@@ -191,11 +191,15 @@ def test_the_sign_test_matches_its_binomial_tails():
 def test_map_by_map_needs_the_same_maps():
     from frozenlake.report import goals, map_by_map
 
-    episode = {"task": {"uid": "a"}, "metrics": {"success": 1.0}}
-    other = {"task": {"uid": "b"}, "metrics": {"success": 0.0}}
+    episode = {"task": {"uid": "a", "desc": ["SF", "HG"]}, "metrics": {"success": 1.0}}
+    other = {"task": {"uid": "b", "desc": ["SF", "HG"]}, "metrics": {"success": 0.0}}
     assert map_by_map(goals([episode]), goals([dict(episode, metrics={"success": 0.0})])) == (0, 1, 0)
     with pytest.raises(SystemExit, match="same maps"):
         map_by_map(goals([episode]), goals([other]))
+    # the same uid naming another map (a split made again with other settings) is not the same map
+    moved = {"task": {"uid": "a", "desc": ["SH", "FG"]}, "metrics": {"success": 0.0}}
+    with pytest.raises(SystemExit, match="same maps"):
+        map_by_map(goals([episode]), goals([moved]))
 
 
 def test_the_wilson_interval_holds_the_rate_at_both_ends():

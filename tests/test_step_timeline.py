@@ -87,7 +87,7 @@ def test_a_run_without_its_launch_config_takes_the_group_from_the_flag(tmp_path)
     assert result.returncode == 0, result.stderr[-2000:]
     assert re.search(r"\| episodes a second \|  \|  \| [\d.]+ finished", result.stdout)
     refused = run(kept, "--out", tmp_path / "c", "--group", 0)
-    assert refused.returncode == 2 and "--group 0: expected the rollouts per task" in refused.stderr
+    assert refused.returncode == 2 and "--group" in refused.stderr and "at least 1" in refused.stderr
 
 
 def test_consecutive_trainer_steps_do_not_overlap():
