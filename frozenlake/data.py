@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
-from frozenlake.env import AGENT_MAX_STEPS, ENV_MAX_STEPS, moves_allowed
+from frozenlake.env import AGENT_MAX_STEPS, ENV_MAX_STEPS
 from frozenlake.maps import P_RANGE, TILES, generate_map, shortest_path_length, task_map
 from frozenlake.reference import STRONG, WEAK, reference_pass_rates
 from rftkit.files import atomic_paths
@@ -34,8 +34,6 @@ TASK_COLUMNS = {"seed": "integer", "size": "integer", "p": "number"}
 # The map is in the prompt of each of an episode's moves: AGENT_MAX_STEPS renderings of a side of 32 (1,024
 # tiles each) and their replies stay inside the configs' 25,600-token context, where a much larger side would not.
 LARGEST_MAP_SIZE = 32
-# The tiles an episode's prompts may show in all: that side's map at each of upstream's moves.
-EPISODE_TILES = AGENT_MAX_STEPS * LARGEST_MAP_SIZE ** 2
 # generate_map's bounds (numpy's generator takes seeds of 0 or more), and the side above.
 TASK_RANGES = {"seed": (0, None), "size": (2, LARGEST_MAP_SIZE), "p": (0.0, 1.0)}
 
@@ -66,8 +64,7 @@ def layout(row: dict) -> str:
 
 def task_problem(row: dict) -> str | None:
     """What is wrong with a task row's optional columns, or None: the map it gives in `desc` (rows of one
-    length, of S, F, H and G, one S and a G), the moves it allows (whole, and few enough for its map's tiles to
-    fit the context at every move), whether it is slippery, and the reference
+    length, of S, F, H and G, one S and a G), the moves it allows, whether it is slippery, and the reference
     pass rates the reports and BOTS read. The workflow reads them as given, so a bad one would fail or
     mislead every episode of the task."""
     desc = row.get("desc")
@@ -84,14 +81,6 @@ def task_problem(row: dict) -> str | None:
     if steps is not None and (isinstance(steps, bool) or not isinstance(steps, (int, float))
                               or not float(steps).is_integer() or steps < 1):
         return f"column 'agent_max_steps' is {steps!r}; expected a whole number of moves, 1 or more"
-    # every move's prompt shows the map again, so the moves and the map's tiles share the context
-    tiles = len(desc) * len(desc[0]) if desc is not None else int(row["size"]) ** 2
-    moves = moves_allowed(row)
-    if moves * tiles > EPISODE_TILES:
-        column = f"column 'agent_max_steps' is {steps!r}" if steps is not None else \
-            f"column 'desc' is a map of {tiles} tiles, played for {moves} moves"
-        return (f"{column}; an episode's prompts fit the configs' context up to {EPISODE_TILES:,} tiles in all, "
-                f"so a map of {tiles} tiles allows at most {EPISODE_TILES // tiles} moves")
     slippery = row.get("is_slippery")
     if slippery is not None and not isinstance(slippery, bool):
         return f"column 'is_slippery' is {slippery!r}; expected true or false"

@@ -343,18 +343,6 @@ CASES = [
      [*FROZENLAKE_MAIN, "--data-dir", "{tmp}/d"],
      "error: {tmp}/d/train.parquet: row 1: column 'agent_max_steps' is 0; expected a whole number of moves, 1 or "
      "more"),
-    ("frozenlake-episode-longer-than-the-context",
-     lambda t: splits(t / "d", {"seed": [1], "size": [3], "p": [0.8], "agent_max_steps": [10 ** 9]}),
-     [*FROZENLAKE_MAIN, "--data-dir", "{tmp}/d"],
-     "error: {tmp}/d/train.parquet: row 0: column 'agent_max_steps' is 1000000000; an episode's prompts fit the "
-     "configs' context up to 10,240 tiles in all, so a map of 9 tiles allows at most 1137 moves"),
-    ("frozenlake-map-too-large-for-its-moves",
-     lambda t: splits(t / "d", FROZENLAKE,
-                      {**FROZENLAKE, "desc": [["S" + "F" * 39] + ["F" * 40] * 38 + ["F" * 39 + "G"]]}),
-     [*EVALUATE, "--data", "{tmp}/d"],
-     "error: --data {tmp}/d/test.parquet: row 0: column 'desc' is a map of 1600 tiles, played for 10 moves; an "
-     "episode's prompts fit the configs' context up to 10,240 tiles in all, so a map of 1600 tiles allows at most 6 "
-     "moves"),
     ("frozenlake-random-walk-rate-as-text",
      lambda t: splits(t / "d", FROZENLAKE, {**FROZENLAKE, "random_pass_rate": ["low"]}),
      [*EVALUATE, "--data", "{tmp}/d"],
