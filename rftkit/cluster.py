@@ -200,8 +200,9 @@ def connect_ray(trinity_config, timeline: os.PathLike | None = None) -> None:
     if timeline is not None:  # where the workers mark the start-up phases they end (rftkit.startup)
         env_vars[patches.TIMELINE_ENV] = str(timeline)
     env_vars.update(fast_start_switches())
-    if os.environ.get(trinity_plugins.EXTRA_ENV):
-        env_vars[trinity_plugins.EXTRA_ENV] = os.environ[trinity_plugins.EXTRA_ENV]
+    for name in (trinity_plugins.EXTRA_ENV, patches.MICRO_BATCH_SHARE_ENV):
+        if os.environ.get(name):
+            env_vars[name] = os.environ[name]
     if trinity_config.mode == "colocate":  # weights through the object store: in the engine's dtype, unless 0
         off = os.environ.get(patches.WEIGHT_SYNC_DTYPE_ENV) == "0"
         env_vars[patches.WEIGHT_SYNC_DTYPE_ENV] = "0" if off else trinity_config.explorer.rollout_model.dtype

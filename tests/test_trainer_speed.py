@@ -34,7 +34,7 @@ def runs(tiny_model, tmp_path_factory):
     """The settings in two processes at once, one per set-up (the old hook's patches, the new one's): each spends
     most of its time importing the stack, one core apiece."""
     started = []
-    for settings in ("before", "sdpa-blocks,varlen,varlen-ref-cpu,varlen-fsdp1,varlen-lora,varlen-save"):
+    for settings in ("before", "sdpa-blocks,varlen,varlen-128,varlen-ref-cpu,varlen-fsdp1,varlen-lora,varlen-save"):
         work = tmp_path_factory.mktemp("trainer")
         started.append((work / "result.json", subprocess.Popen(
             [sys.executable, "tests/cpu_trainer.py", settings, str(tiny_model), str(work), str(work / "result.json")],
@@ -44,8 +44,8 @@ def runs(tiny_model, tmp_path_factory):
         stdout, stderr = process.communicate(timeout=900)
         assert process.returncode == 0, f"{process.args[2]}: {stdout[-2000:]}{stderr[-4000:]}"
         results.update(json.loads(out.read_text()))
-    assert sorted(results) == ["before", "sdpa-blocks", "varlen", "varlen-fsdp1", "varlen-lora", "varlen-ref-cpu",
-                               "varlen-save"]
+    assert sorted(results) == ["before", "sdpa-blocks", "varlen", "varlen-128", "varlen-fsdp1", "varlen-lora",
+                               "varlen-ref-cpu", "varlen-save"]
     return results
 
 
@@ -94,6 +94,21 @@ def test_fsdp1_takes_the_same_step_and_hands_the_engine_the_same_weights(runs):
         [s["gradient norm"] for s in [fsdp2["warm-up step"], *fsdp2["timed steps"]]], rel=1e-4)
     assert fsdp1["weight sync names and shapes (sha256)"] == fsdp2["weight sync names and shapes (sha256)"]
     assert fsdp1["weight sync dtypes"] == "torch.bfloat16"
+
+
+def test_the_gradient_is_the_batchs_however_many_micro_batches_it_is_cut_in(runs):
+    """Trinity's loss returns each micro-batch's own mean and verl's engine adds up their gradients;
+    rftkit.trainer.loss_scale weighs each by its share of the batch's tokens. So the same batch cut in several
+    micro-batches, or left whole, or padded, gives the same gradient, step after step."""
+    cut, whole, padded = runs["varlen-128"], runs["varlen"], runs["sdpa-blocks"]
+    assert cut["micro-batch token budget"] == 128 and cut["tokens per step"] > 2 * 128  # 3 micro-batches or more
+    assert whole["micro-batch token budget"] > whole["tokens per step"]  # one
+
+    def norms(result):
+        return [s["gradient norm"] for s in [result["warm-up step"], *result["timed steps"]]]
+
+    assert norms(cut) == pytest.approx(norms(whole), rel=0.02)  # bf16 autocast, other kernels' sums
+    assert norms(padded) == pytest.approx(norms(whole), rel=0.02)
 
 
 def test_a_lora_step_trains_the_adapter_syncs_it_alone_and_resumes_it_from_a_checkpoint(runs):

@@ -37,6 +37,9 @@ SETTINGS = {
     # and without liger-kernel
     "varlen": dict(attn="varlen", old_setup=False, sync=True, overrides={}),
     "varlen-32k": dict(attn="varlen", old_setup=False, sync=False, overrides={"trainer.max_token_len_per_gpu": 32768}),
+    # varlen cut into micro-batches of at most 128 tokens: on the CPU test's batch, several, whose gradient must be
+    # the one micro-batch's (rftkit.trainer.loss_scale); too small for the GPU scales' sequences
+    "varlen-128": dict(attn="varlen", old_setup=False, sync=False, overrides={"trainer.max_token_len_per_gpu": 128}),
     # the default, with the reference model where verl puts it (rftkit.trainer.ref_model): on the CPU
     "varlen-ref-cpu": dict(attn="varlen", old_setup=False, sync=False, overrides={REF_OFFLOAD_KEY: True}),
     # varlen with verl's levers: liger-kernel's fused layers (the launcher's default where liger-kernel is

@@ -26,6 +26,7 @@ EARLY_RUNNERS_ENV = "RFTKIT_EARLY_RUNNERS"
 LEAN_ENGINE_ENV = "RFTKIT_LEAN_ENGINE"
 FAST_START = (CONCURRENT_START_ENV, EARLY_RUNNERS_ENV, LEAN_ENGINE_ENV)  # "1" unless the launch's environment says 0
 WEIGHT_SYNC_DTYPE_ENV = "RFTKIT_WEIGHT_SYNC_DTYPE"  # the engine's dtype, or 0
+MICRO_BATCH_SHARE_ENV = "RFTKIT_MICRO_BATCH_SHARE"  # on unless 0
 TIMELINE_ENV = "RFTKIT_STARTUP_TIMELINE"  # the launch's timeline file
 COMPILE_LAYERS_ENV, CHECKPOINT_EVERY_ENV = "RFTKIT_COMPILE_LAYERS", "RFTKIT_CHECKPOINT_EVERY"  # benchmark levers
 
@@ -41,6 +42,10 @@ ALWAYS = Switch(lambda: True, "install the versions it was written for (requirem
 
 def env_is_1(name: str) -> Switch:
     return Switch(lambda: os.environ.get(name) == "1", f"set {name}=0 in the launch's environment")
+
+
+def unless_0(name: str) -> Switch:
+    return Switch(lambda: os.environ.get(name) != "0", f"set {name}=0 in the launch's environment")
 
 
 def _no_flash_attn() -> bool:
@@ -85,6 +90,7 @@ ASYNC_LLM = "vllm.v1.engine.async_llm"
 OPENAI_SERVING = "vllm.entrypoints.openai.engine.serving"
 REGISTRY = "vllm.model_executor.models.registry"
 TRINITY_WORKERS = "trinity.trainer.verl.workers"
+TRINITY_LOSSES = "trinity.trainer.verl.losses"
 CHECKPOINT_MANAGER = "verl.utils.checkpoint.fsdp_checkpoint_manager"
 # (module, class, method, phase): the method's return is the phase's end, in the order a launch reaches them
 STARTUP_PHASES = (
@@ -118,6 +124,16 @@ PATCHES = _table(
           VERL, {"verl.utils.torch_functional": "rftkit.trainer.logprobs:use_in_verl"},
           {"verl.utils.torch_functional:logprobs_from_logits_v2": ()}, ("worker",), NO_FLASH_ATTN,
           requires={"verl.utils.torch_functional:logprobs_from_logits": ("logprobs_from_logits_v2(logits, labels)",)}),
+    Patch("loss.micro_batch_share", "each micro-batch's loss counts by its share of the mini-batch, as in verl's own "
+          "losses (Trinity's returns each micro-batch's mean, so the gradient grew with their number)",
+          {**TRINITY, **VERL}, {TRINITY_LOSSES: "rftkit.trainer.loss_scale:weigh_micro_batches",
+                                 FSDP_ENGINE: "rftkit.patches:nothing_to_install"},
+          {f"{TRINITY_LOSSES}:TrinityPolicyLoss.__call__":
+           ("policy_loss = pg_loss", "loss_agg_mode=self.loss_agg_mode", "return policy_loss, metrics")},
+          ("worker",), unless_0(MICRO_BATCH_SHARE_ENV),
+          requires={f"{FSDP_ENGINE}:FSDPEngine.forward_backward_batch":
+                    ("batch_num_tokens=batch_num_tokens.item()", "dp_size=self.get_data_parallel_size()",
+                     "loss.backward()")}),
     Patch("ref_model.on_gpu", "the reference model's weights stay on the GPU unless the config offloads them",
           VERL, {FSDP_ENGINE: "rftkit.trainer.ref_model:keep_on_gpu"},
           {f"{FSDP_ENGINE}:FSDPEngine._build_fsdp_module":
