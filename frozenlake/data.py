@@ -31,8 +31,8 @@ DEFAULT_MAP_MAX_SIZE, TRAIN_SIZE, TEST_SIZE, SEED = 6, 10000, 100, 42
 TEST_STREAM = 1
 # What every task row must hold, as `rftkit.inputs` kinds: its map is generate_map(size, p, seed).
 TASK_COLUMNS = {"seed": "integer", "size": "integer", "p": "number"}
-# The map is in the prompt of each of an episode's moves: AGENT_MAX_STEPS renderings of a side of 32 (1,024
-# tiles each) and their replies stay inside the configs' 25,600-token context, where a much larger side would not.
+# Every move's prompt shows the whole map (the agent keeps no history, so once a prompt): a side of 32, 1,024
+# tiles, keeps that prompt short beside the configs' 23,552 prompt tokens.
 LARGEST_MAP_SIZE = 32
 # generate_map's bounds (numpy's generator takes seeds of 0 or more), and the side above.
 TASK_RANGES = {"seed": (0, None), "size": (2, LARGEST_MAP_SIZE), "p": (0.0, 1.0)}
