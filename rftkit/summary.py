@@ -73,7 +73,8 @@ def summarize(config, attention_reason: str = "", liger_reason: str = "", lora_l
                                  if config.trainer.use_dynamic_bsz else "fixed size")
         + f", Ulysses sequence parallel {config.trainer.ulysses_sequence_parallel_size}"
         # without padding removal every row is padded to the micro-batch's longest: more than the budget
-        + ("" if config.trainer.use_remove_padding else ", each row padded to the micro-batch's longest"),
+        + ("" if config.trainer.use_remove_padding else ", each row padded to the micro-batch's longest")
+        + f"; {micro_batch_weighting()}",
         f"rollout         openai api {rollout.enable_openai_api}, history {rollout.enable_history}, "
         f"tool parser {rollout.tool_call_parser}, prefix caching {'on' if rollout.enable_prefix_caching else 'off'}, "
         f"{in_flight(config)}",
@@ -147,6 +148,16 @@ def trainer_engine(config) -> str:
         line += (", the adapter and its optimizer states in fp32" if strategy == "fsdp" else
                  ", the adapter and its optimizer states in bf16 (Trinity-RFT's cast under FSDP2)")
     return line
+
+
+def micro_batch_weighting() -> str:
+    """How the trainer's micro-batches add up to a batch's loss (rftkit.trainer.loss_scale)."""
+    from rftkit import patches
+
+    if patches.PATCHES["loss.micro_batch_share"].switch.on():
+        return "each weighted by its share of the batch's tokens"
+    return (f"each its own mean, added up ({patches.MICRO_BATCH_SHARE_ENV}=0, Trinity-RFT's: the gradient grows "
+            f"with their number)")
 
 
 def start_up(config) -> str:

@@ -129,7 +129,9 @@ def test_without_flash_attn_the_default_launch_trains_packed_on_torch_varlen_ker
     assert (f"attention       {packed_attention.NAME} (torch varlen kernels, packed micro-batches), padding removal "
             "True, log-probs in blocks (rftkit.trainer.logprobs)") in out
     assert "chosen by     auto: no flash-attn here (ModuleNotFoundError" in out
-    assert "up to 25600 tokens per GPU, Ulysses sequence parallel 1\n" in out  # no padding to the longest row
+    # no padding to the longest row; each micro-batch weighted by its tokens (rftkit.trainer.loss_scale)
+    assert "up to 25600 tokens per GPU, Ulysses sequence parallel 1; each weighted by its share of the batch's " \
+        "tokens\n" in out
 
 
 def test_an_attention_set_in_the_yaml_is_kept_unless_attn_is_given(frozenlake_data, tmp_path, capsys):

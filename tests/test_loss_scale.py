@@ -38,11 +38,13 @@ def test_the_switch_is_on_unless_the_environment_says_0_and_reaches_the_workers(
 
     from rftkit import cluster
 
+    from rftkit.summary import micro_batch_weighting
+
     switch = patches.PATCHES["loss.micro_batch_share"].switch
     monkeypatch.delenv(patches.MICRO_BATCH_SHARE_ENV, raising=False)
-    assert switch.on()
+    assert switch.on() and micro_batch_weighting() == "each weighted by its share of the batch's tokens"
     monkeypatch.setenv(patches.MICRO_BATCH_SHARE_ENV, "0")
-    assert not switch.on()
+    assert not switch.on() and "RFTKIT_MICRO_BATCH_SHARE=0, Trinity-RFT's" in micro_batch_weighting()  # the dry run
     asked = {}
     monkeypatch.setattr(ray, "init", lambda **kwargs: asked.update(kwargs))
     namespace = {}
