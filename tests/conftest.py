@@ -68,14 +68,17 @@ def dry_run(command: list[str], gpus: int = 2, env: dict | None = None) -> str:
     return result.stdout
 
 
-def hold_script_calls(script: str, args: list[str], tmp_path: Path, env: dict | None = None) -> tuple[str, list]:
+def hold_script_calls(script: str, args: list[str], tmp_path: Path, env: dict | None = None,
+                      seen: tuple[str, ...] = ()) -> tuple[str, list]:
     """A GPU hold's script (experiments/holds/) run with a `python3` on PATH that records each call's arguments
-    instead of running it: (its stdout, each call's argument list in the order it was made)."""
+    instead of running it: (its stdout, each call's argument list in the order it was made), each list led by
+    NAME=VALUE for the environment variables `seen` names, as the call found them."""
     import subprocess
 
     bin_dir, calls = tmp_path / "bin", tmp_path / "calls"
     bin_dir.mkdir(), calls.mkdir()
-    (bin_dir / "python3").write_text(f'#!/bin/sh\nprintf "%s\\0" "$@" > "{calls}/$(ls {calls} | wc -l)"\n')
+    shown = "".join(f' "{name}=${name}"' for name in seen)
+    (bin_dir / "python3").write_text(f'#!/bin/sh\nprintf "%s\\0"{shown} "$@" > "{calls}/$(ls {calls} | wc -l)"\n')
     (bin_dir / "python3").chmod(0o755)
     env = {**os.environ, **(env or {}), "PATH": f"{bin_dir}:{os.environ['PATH']}"}
     stdout = subprocess.run(["bash", script, *args], cwd=REPO, env=env, capture_output=True, text=True,

@@ -86,6 +86,22 @@ def test_each_default_lever_of_the_levers_script_passes_trinitys_checker(sample_
         assert shown in train_dry_run(args, tmp_path / str(n), sample_work)
 
 
+def test_a_lever_of_the_levers_script_may_set_its_launchs_environment(sample_work, tmp_path):
+    """The next hold's levers: hold 1 again with a sync every step, and without the micro-batch share patch, whose
+    switch is an environment variable (rftkit.patches.MICRO_BATCH_SHARE_ENV) that only that launch gets."""
+    from rftkit.patches import MICRO_BATCH_SHARE_ENV
+
+    out, argvs = hold_script_calls("experiments/holds/frozenlake_levers.sh",
+                                   ["model.gguf", str(tmp_path / "levers"), "every1=--set synchronizer.sync_interval=1",
+                                    f"unshared={MICRO_BATCH_SHARE_ENV}=0"], tmp_path, seen=(MICRO_BATCH_SHARE_ENV,))
+    assert out.split() == ["every1", "rc=0", "unshared", "rc=0"]
+    launches = [argv for argv in argvs if argv[1:3] == ["-m", "experiments.frozenlake_learning"]]
+    assert [argv[0] for argv in launches] == [f"{MICRO_BATCH_SHARE_ENV}=", f"{MICRO_BATCH_SHARE_ENV}=0"]
+    every1, unshared = (learning.build_parser().parse_args(argv[4:]) for argv in launches)
+    assert "every 1 step(s)" in train_dry_run(every1, tmp_path / "every1", sample_work)  # the script's 2 overridden
+    assert "synchronizer.sync_interval=1" not in unshared.set and f"{MICRO_BATCH_SHARE_ENV}=0" not in unshared.set
+
+
 def test_a_timed_launch_keeps_recent_checkpoints_with_hf_weights(sample_work, tmp_path):
     args = argparse.Namespace(steps=None, minutes=12, save_every=10, batch=8, group=8, lr=1e-6, set=[], attn=None,
                               lora=None, selector="random")
