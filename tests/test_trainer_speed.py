@@ -286,6 +286,8 @@ def test_report_only_writes_the_table_and_picture_again_from_the_summary(runs, t
     assert all(f"| frozenlake | {setting} |" in table for setting in runs)
     assert "| frozenlake | ceiling: bare model, packed (varlen) | 4096 |" in table
     assert re.search(r"\| frozenlake \| varlen-lora \|.* \| [\d.]+ \(adapter, 0\.3 MiB\) \|", table)
+    first = f"{runs['varlen-128']['warm-up step']['gradient norm']:.4g}"  # the last column, for every setting
+    assert re.search(rf"^\| frozenlake \| varlen-128 \|.* \| {re.escape(first)} \|$", table, re.M)
     assert (tmp_path / "trainer_speed.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert table in capsys.readouterr().out
     with pytest.raises(SystemExit):

@@ -56,7 +56,7 @@ def compare(example: str, results: dict, ceiling: dict) -> list[str]:
     best = ceiling.get("ceiling", {})
     for setting, r in results.items():
         if "error" in r:
-            rows.append(f"| {example} | {setting} | failed: {r['error']} |||||||||||")
+            rows.append(f"| {example} | {setting} | failed: {r['error']} ||||||||||||")
             continue
         gap = r.get(GAP)
         gap_text = f"{gap['mean']:.4f} / {gap['max']:.3f}" + (" OUTSIDE" if gap["within"] is False else "") \
@@ -71,20 +71,22 @@ def compare(example: str, results: dict, ceiling: dict) -> list[str]:
             + f"{r['update tokens/s']:,.0f} | " + (f"{vs_ceiling:.2f}x | " if vs_ceiling else "- | ")
             + (f"{vs_before:.2f}x | " if vs_before else "- | ")
             + (f"{r['weight sync (s)']:.1f} ({sync_kind(r)})" if "weight sync (s)" in r else "-")
-            + f" | {r['peak allocated (GiB)']:.1f} | {gap_text} |")
+            + f" | {r['peak allocated (GiB)']:.1f} | {gap_text} | {r['warm-up step']['gradient norm']:.4g} |")
     if best:
         rows.append(f"| {example} | ceiling: bare model, {best['from']} | {ceiling['micro-batch token budget']} | "
                     f"{best['tokens/s']:,.0f} (forward+backward) | {best['MFU']:.1%} | "
                     f"{best['forward only (s)']:.2f} (forward only) + {best['seconds']:.2f} | 1.00x | "
-                    f"{best['tokens/s']:,.0f} | 1.00x | | | {best['peak allocated (GiB)']:.1f} | |")
+                    f"{best['tokens/s']:,.0f} | 1.00x | | | {best['peak allocated (GiB)']:.1f} | | |")
     return rows
 
 
 HEADER = ["| example | setting | tokens per micro-batch | trainer tokens/s | MFU (step) | "
           "seconds: reference + update | bare forward / reference pass | update tokens/s | ceiling / update | "
           "vs before | weight sync s (dtype) | "
-          f"peak GiB | log-prob gap to {REFERENCE_SETTING}, mean / max (nats) |",
-          "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+          f"peak GiB | log-prob gap to {REFERENCE_SETTING}, mean / max (nats) | "
+          # the same batch from the same weights: equal whatever the setting cuts it into (rftkit.trainer.loss_scale)
+          "first step's gradient norm |",
+          "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
 
 
 def step_seconds(result: dict) -> list[float]:
