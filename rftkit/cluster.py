@@ -188,6 +188,15 @@ def fast_start_switches() -> dict[str, str]:
     return {name: os.environ.get(name) or "1" for name in patches.FAST_START}
 
 
+def check_switches() -> None:
+    """Refuse a patch switch in the launch's environment that is neither 0 nor 1: the workers would read a word
+    such as "false" as on for one switch and off for another."""
+    for name in (*patches.FAST_START, patches.MICRO_BATCH_SHARE_ENV):
+        value = os.environ.get(name)
+        if value not in (None, "", "0", "1"):
+            raise InputError(f"{name}={value} in the environment: expected 0 (off) or 1 (on)")
+
+
 def connect_ray(trinity_config, timeline: os.PathLike | None = None) -> None:
     """Connect to Ray as Trinity's run_stage() would, with rftkit.workers' setup hook in every worker process
     (the colocated one on one GPU), the FAST_START switches on unless set to 0 and, with `timeline`,

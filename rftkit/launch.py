@@ -129,6 +129,7 @@ def finish_save_then_stop(trinity_config) -> None:
 
 
 def _launch(args, workflow_func, judge_func, data, check_data) -> int:
+    cluster.check_switches()
     for key, _ in args.set_values:
         check_set_key(key)
     raw = load_yaml(args.config)

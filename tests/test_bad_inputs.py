@@ -414,6 +414,20 @@ def test_bad_input_ends_with_a_message_and_writes_nothing(tmp_path, make, comman
     assert snapshot(tmp_path) == before, "a refused input must leave nothing written"
 
 
+@pytest.mark.parametrize("name", ["RFTKIT_MICRO_BATCH_SHARE", "RFTKIT_LEAN_ENGINE"])
+def test_a_patch_switch_neither_0_nor_1_is_refused(tmp_path, name):
+    """A switch read as "1" by one patch and "not 0" by another: "false" must not pass for either."""
+    good_data(tmp_path)
+    before = snapshot(tmp_path)
+    flags = [part.format(tmp=tmp_path) for part in FROZENLAKE_MAIN[1:]]
+    result = launches.run([sys.executable, str(REPO / FROZENLAKE_MAIN[0]), *flags], cwd=tmp_path, timeout=120,
+                          env={**os.environ, name: "false"})
+    assert result.returncode == 2, result.stderr[-2000:]
+    last_line = result.stderr.strip().splitlines()[-1]
+    assert last_line == f"error: {name}=false in the environment: expected 0 (off) or 1 (on)"
+    assert snapshot(tmp_path) == before
+
+
 def test_the_bots_kwargs_checked_are_those_trinitys_selector_reads():
     """rftkit.inputs.BOTS_KWARGS against the names Trinity-RFT's DifficultyBasedSelector and its estimator read."""
     import inspect
