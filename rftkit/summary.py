@@ -6,6 +6,7 @@ import math
 from pathlib import Path
 from typing import Callable
 
+from rftkit import patches
 from rftkit.needs.memory import checkpointing, reference_offloaded, uses_reference
 from rftkit.trainer import attention, liger
 
@@ -152,8 +153,6 @@ def trainer_engine(config) -> str:
 
 def micro_batch_weighting() -> str:
     """How the trainer's micro-batches add up to a batch's loss (rftkit.trainer.loss_scale)."""
-    from rftkit import patches
-
     if patches.PATCHES["loss.micro_batch_share"].switch.on():
         return "each weighted by its share of the batch's tokens"
     return (f"each its own mean, added up ({patches.MICRO_BATCH_SHARE_ENV}=0, Trinity-RFT's: the gradient grows "
