@@ -29,6 +29,7 @@ are judged by these; a variant's own rollouts per task come from its launch conf
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import sys
@@ -54,6 +55,7 @@ SETTINGS = {"buffer.batch_size": 8, "algorithm.repeat_times": 16,
 # Every phase a launch marks, in the order a launch reaches them: table rows, and one colour each in every plot.
 PHASES = ["config checked", "Ray connected", *(phase for *_, phase in startup.STARTUP_PHASES)]
 FIRST_MINUTES = 5  # episodes finished this long after the launch: what a faster start buys
+RAN = "variant.json"  # in a variant's folder: the minutes it was given, which bound the window a report counts
 UPDATES = "time/train_step"  # the trainer logs it once an update
 ENV_KEY = re.compile(r"[A-Z][A-Z0-9_]*")  # a variant's key in this form is an environment variable
 CACHES = {"VLLM_CACHE_ROOT": "vllm", "TORCHINDUCTOR_CACHE_DIR": "inductor", "TRITON_CACHE_DIR": "triton"}
@@ -133,9 +135,12 @@ def optional(value: float | None, form: str) -> str:
 
 def report(out: Path, variants: list[str], group: int, first_minutes: float = FIRST_MINUTES) -> str:
     """startup.md (returned) and startup.png from the variants' folders below `out`; episodes are counted over
-    `first_minutes` from each launch, which a run stopped earlier must not claim for its whole length."""
+    `first_minutes` from each launch, or the shortest time a variant was given (its variant.json), which a run
+    stopped earlier must not claim for its whole length."""
     from rftkit.reports.plots import plt, save_png
 
+    ran = [json.loads((out / name / RAN).read_text())["minutes"] for name in variants if (out / name / RAN).is_file()]
+    first_minutes = min([first_minutes, *ran])
     results = {name: measure(out / name, group, first_minutes) for name in variants}
     seen = dict.fromkeys(phase for r in results.values() for phase in r["phases"])
     order = PHASES + [phase for phase in seen if phase not in PHASES]  # a phase's row and its colour
@@ -207,8 +212,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--variant", action="append", type=parse_variant, required=True, metavar="NAME[=K=V,...]",
                         help="a variant to launch, in order: a name and its --set values")
     parser.add_argument("--minutes", type=above(0), default=9,
-                        help="each variant's wall time from its launch (with --report-only: the time they ran, "
-                             "which bounds the window the episodes are counted in)")
+                        help="each variant's wall time from its launch (a report also reads it from each "
+                             "variant's variant.json)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="passed to every variant's launch, before its own values")
     parser.add_argument("--report-only", action="store_true", help="only redraw the report from <out>/<variant>/")
@@ -234,6 +239,7 @@ def main(argv: list[str] | None = None) -> int:
             command = launch_command(FROZENLAKE, model=model, checkpoints=out / name / "checkpoints",
                                      data={"train": args.data.resolve(), "eval": args.data.resolve()},
                                      settings=SETTINGS, extra=[*args.set, *settings])
+            (out / name / RAN).write_text(json.dumps({"minutes": args.minutes}))
             log(f"variant {name}: {args.minutes:g} minutes")
             run_step(command, out / name / "train.log", label=f"variant {name}", timeout=args.minutes * 60,
                      on_timeout="interrupt", check=True, env=env)

@@ -49,6 +49,10 @@ def test_the_report_reads_phases_first_minutes_and_rollout_speed(tmp_path):
     # runs stopped after 3 minutes count over those 3: default none, fast its first two steps
     shorter = bench.report(tmp_path, ["default", "fast"], 16, first_minutes=3)
     assert "| episodes finished in the first 3 minutes | 0 | 256 |" in shorter
+    # and so do launches whose folders say they were given 3 minutes, when the report is drawn again
+    for name in ("default", "fast"):
+        (tmp_path / name / bench.RAN).write_text(json.dumps({"minutes": 3}))
+    assert bench.report(tmp_path, ["default", "fast"], 16) == shorter
 
 
 def test_updates_gpu_idle_and_a_variants_own_group_come_from_its_records(tmp_path):
