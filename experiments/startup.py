@@ -39,7 +39,7 @@ from frozenlake.example import FROZENLAKE
 from rftkit import gpu_samples, startup
 from rftkit.cli import ArgumentParser, above
 from rftkit.files import atomic_paths, check_writable
-from rftkit.inputs import reports_input_errors
+from rftkit.inputs import read_json, reports_input_errors
 from rftkit.inputs.config_keys import check_set_key
 from rftkit.inputs.model_path import check_model
 from runkit.commands import launch_command
@@ -139,7 +139,7 @@ def report(out: Path, variants: list[str], group: int, first_minutes: float = FI
     stopped earlier must not claim for its whole length."""
     from rftkit.reports.plots import plt, save_png
 
-    ran = [json.loads((out / name / RAN).read_text())["minutes"] for name in variants if (out / name / RAN).is_file()]
+    ran = [read_json(out / name / RAN)["minutes"] for name in variants if (out / name / RAN).is_file()]
     first_minutes = min([first_minutes, *ran])
     results = {name: measure(out / name, group, first_minutes) for name in variants}
     seen = dict.fromkeys(phase for r in results.values() for phase in r["phases"])
