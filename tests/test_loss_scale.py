@@ -11,14 +11,15 @@ from rftkit.trainer.loss_scale import share
 
 
 def test_a_micro_batch_counts_by_its_tokens_or_its_sequences_times_the_data_parallel_ranks():
-    mask = torch.tensor([[1, 1, 1, 0], [1, 0, 0, 0]])  # 2 sequences, 4 response tokens
-    data = {"batch_num_tokens": 16, "global_batch_size": 8, "dp_size": 2}
-    assert float(share(data, "token-mean", mask)) == pytest.approx(4 / 16 * 2)
-    assert share(data, "seq-mean-token-mean", mask) == pytest.approx(2 / 8 * 2)
-    assert share(data, "seq-mean-token-sum", mask) == pytest.approx(2 / 8 * 2)
-    assert share(data, "seq-mean-token-sum-norm", mask) == 2  # a sum already: FSDP's average over ranks undone
+    # 2 sequences, 4 response tokens, as the engine hands them over: one jagged row a sequence
+    mask = torch.nested.nested_tensor([torch.tensor([1, 1, 1]), torch.tensor([1])], layout=torch.jagged)
+    data = {"loss_mask": mask, "batch_num_tokens": 16, "global_batch_size": 8, "dp_size": 2}
+    assert float(share(data, "token-mean")) == pytest.approx(4 / 16 * 2)
+    assert share(data, "seq-mean-token-mean") == pytest.approx(2 / 8 * 2)
+    assert share(data, "seq-mean-token-sum") == pytest.approx(2 / 8 * 2)
+    assert share(data, "seq-mean-token-sum-norm") == 2  # a sum already: FSDP's average over ranks undone
     with pytest.raises(ValueError, match="loss_agg_mode 'token-sum'"):
-        share(data, "token-sum", mask)
+        share(data, "token-sum")
 
 
 def test_the_micro_batches_of_one_batch_add_up_to_its_token_mean():
@@ -29,7 +30,7 @@ def test_the_micro_batches_of_one_batch_add_up_to_its_token_mean():
     total = 0.0
     for rows in (slice(0, 1), slice(1, 3)):
         part, part_mask = values[rows], mask[rows]
-        total += (part * part_mask).sum() / part_mask.sum() * share(data, "token-mean", part_mask)
+        total += (part * part_mask).sum() / part_mask.sum() * share({**data, "loss_mask": part_mask}, "token-mean")
     assert float(total) == pytest.approx(float((values * mask).sum() / mask.sum()))
 
 

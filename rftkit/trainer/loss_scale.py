@@ -29,13 +29,14 @@ from rftkit.patches.apply import replace
 SEQUENCE_MEANS = ("seq-mean-token-sum", "seq-mean-token-mean")
 
 
-def share(data, mode: str, response_mask):
-    """What a micro-batch's mean counts for in its mini-batch's loss (`data`, the engine's micro-batch)."""
-    ranks = data["dp_size"]
+def share(data, mode: str):
+    """What a micro-batch's mean counts for in its mini-batch's loss (`data`, the engine's micro-batch: its
+    `loss_mask`, one row a sequence, is what the engine counted `batch_num_tokens` from)."""
+    ranks, mask = data["dp_size"], data["loss_mask"]
     if mode == "token-mean":
-        return response_mask.sum() / data["batch_num_tokens"] * ranks
+        return mask.sum() / data["batch_num_tokens"] * ranks
     if mode in SEQUENCE_MEANS:
-        return response_mask.shape[0] / data["global_batch_size"] * ranks
+        return mask.size(0) / data["global_batch_size"] * ranks
     if mode == "seq-mean-token-sum-norm":
         return ranks
     raise ValueError(f"rftkit.trainer.loss_scale: loss_agg_mode {mode!r} has no micro-batch weighting here; "
@@ -47,8 +48,7 @@ def weigh_micro_batches(module: ModuleType) -> None:
     def weighted(call):
         def __call__(self, model_output, data, dp_group=None):
             loss, metrics = call(self, model_output, data, dp_group)
-            mask = data.select("response_mask").to_padded_tensor()["response_mask"].to(bool)
-            return loss * share(data, self.loss_agg_mode, mask), metrics
+            return loss * share(data, self.loss_agg_mode), metrics
         return __call__
 
     replace("loss.micro_batch_share", module, "TrinityPolicyLoss.__call__", weighted)
