@@ -5,9 +5,9 @@ loss function on each, and runs backward on what it returns, so the gradients ad
 loss's job: verl's own losses divide by the mini-batch's tokens (`batch_num_tokens`, which the engine puts in
 each micro-batch's data) and multiply by the data-parallel size, since FSDP averages gradients over the ranks.
 Trinity's `TrinityPolicyLoss`, which replaces them, returns each micro-batch's own mean. So the gradient was
-the sum of the micro-batches' means: about n times the mini-batch's gradient for n micro-batches (a batch
-cut in 4 gave 3.97 times the gradient norm of the same batch in 1), each micro-batch weighing the same
-whatever its tokens, and the gradient clipping threshold in effect divided by n. Trinity's legacy actor
+the sum of the micro-batches' means: about n times the mini-batch's gradient for n micro-batches, each
+micro-batch weighing the same whatever its tokens, and the gradient clipping threshold in effect divided by n
+(measured: docs/upstream.md#the-trainer). Trinity's legacy actor
 weighted its micro-batches; its engine path does not.
 
 `weigh_micro_batches` multiplies the returned loss by the micro-batch's share, as verl's `agg_loss` does for
