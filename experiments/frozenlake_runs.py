@@ -111,7 +111,10 @@ def markdown(runs: dict[str, dict]) -> str:
 def chart(runs: dict[str, dict]):
     from rftkit.reports.plots import plt
 
-    fig, (bars, gains) = plt.subplots(1, 2, figsize=(13, 4.2), gridspec_kw={"width_ratios": [3, 2]})
+    many = len(runs) > 8  # wider bars, slanted names and a legend beside the lines, so that none overlap
+    fig, (bars, gains) = plt.subplots(1, 2, figsize=(max(13.0, 5 + 0.8 * len(runs)), 5.2 if many else 4.2),
+                                      gridspec_kw={"width_ratios": [3, 2]})
+    colors = plt.get_cmap("tab20" if len(runs) > 10 else "tab10")
     width = 0.2
     for k, (label, value) in enumerate((("before", lambda r: r["before"]["success_rate"]),
                                         ("after", lambda r: r["after"]["success_rate"]),
@@ -119,18 +122,18 @@ def chart(runs: dict[str, dict]):
                                         ("safe walk (expected)", lambda r: r["safe walk"]))):
         bars.bar([i + (k - 1.5) * width for i in range(len(runs))], [value(r) for r in runs.values()], width,
                  label=label, color=("tab:gray", "tab:blue", "tab:orange", "tab:green")[k])
-    bars.set_xticks(range(len(runs)), list(runs), rotation=20, ha="right")
+    bars.set_xticks(range(len(runs)), list(runs), rotation=40 if many else 20, ha="right")
     bars.set_ylabel("success on unseen maps")
-    bars.legend(fontsize="small")
+    bars.legend(fontsize="small", ncol=4, loc="lower left", bbox_to_anchor=(0, 1))  # above the bars it would hide
     for i, (name, r) in enumerate(runs.items()):
         sizes = sorted(r["after"]["by_size"])
         gains.plot(sizes, [r["after"]["by_size"][s]["rate"] - r["before"]["by_size"][s]["rate"] for s in sizes],
-                   marker="o", color=f"C{i}", label=name)
+                   marker="o", color=colors(i % colors.N), label=name)
     gains.set_xticks(sorted({s for r in runs.values() for s in r["after"]["by_size"]}))
     gains.axhline(0, color="black", linewidth=0.8)
     gains.set_xlabel("map size")
     gains.set_ylabel("after minus before")
-    gains.legend(fontsize="small")
+    gains.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1))
     fig.tight_layout()
     return fig
 
