@@ -372,6 +372,10 @@ CASES = [
     ("learning-rate-negative", lambda t: text(t / "c.yaml", FROZENLAKE_YAML.replace("lr: 1e-6", "lr: -1e-6")),
      [*FROZENLAKE_MAIN, "--config", "{tmp}/c.yaml"],
      "error: --config {tmp}/c.yaml: algorithm.optimizer.lr: expected 0 or more, got -1e-06"),
+    ("gradient-clip-negative", nothing, [*FROZENLAKE_MAIN, "--set", "trainer.grad_clip=-1"],
+     "error: --set trainer.grad_clip: expected 0 or more, got -1"),
+    ("engine-count-zero", nothing, [*FROZENLAKE_MAIN, "--set", "explorer.rollout_model.engine_num=0"],
+     "error: --set explorer.rollout_model.engine_num: expected 1 or more, got 0"),
     # outputs
     ("frozenlake-data-file-name-taken-by-a-folder", lambda t: (t / "new" / "test.parquet").mkdir(parents=True),
      ["scripts/get_frozenlake_data.py", "--local_dir", "{tmp}/new", "--train_size", "5", "--test_size", "2"],

@@ -95,18 +95,19 @@ def check_sections(config: dict, source: str) -> None:
 
 # Counts Trinity-RFT 0.6.0's checker lets through below their least sensible value (0 where Trinity reads it as
 # "work it out"): a batch of -4 maps would pass a dry run and fail on the GPU, an eval_interval of 0 divides by
-# zero at the first explore step, and a negative learning rate trains away from the reward.
+# zero at the first explore step, and a negative learning rate or gradient clip (torch scales the gradient by
+# clip / norm) trains away from the reward.
 LEAST = {"buffer.batch_size": 1, "buffer.train_batch_size": 0, "buffer.total_epochs": 1, "buffer.total_steps": 1,
          "algorithm.repeat_times": 1, "explorer.runner_per_model": 1, "model.max_model_len": 1,
          "model.max_response_tokens": 1, "trainer.max_token_len_per_gpu": 1, "trainer.total_steps": 1,
          "trainer.save_interval": 0, "synchronizer.sync_interval": 1, "model.temperature": 0,
          "explorer.over_rollout.ratio": 0, "explorer.eval_interval": 1, "explorer.max_timeout": 1,
-         "algorithm.optimizer.lr": 0}
+         "algorithm.optimizer.lr": 0, "trainer.grad_clip": 0, "explorer.rollout_model.engine_num": 1}
 
 
 def check_counts(config: dict, source: str) -> None:
-    """Refuse a count (or the sampling temperature) of LEAST below its least value, naming its key and `source` (a
-    file, or "--set")."""
+    """Refuse a setting of LEAST (counts, the sampling temperature, the learning rate, the gradient clip) below its
+    least value, naming its key and `source` (a file, or "--set")."""
     for dotted, least in LEAST.items():
         value = keys.get(config, dotted)
         if isinstance(value, (int, float)) and not isinstance(value, bool) and value < least:
