@@ -376,6 +376,10 @@ CASES = [
      "error: --set trainer.grad_clip: expected 0 or more, got -1"),
     ("engine-count-zero", nothing, [*FROZENLAKE_MAIN, "--set", "explorer.rollout_model.engine_num=0"],
      "error: --set explorer.rollout_model.engine_num: expected 1 or more, got 0"),
+    ("ppo-clip-range-negative", nothing, [*FROZENLAKE_MAIN, "--set", "algorithm.policy_loss_fn_args.clip_range=-0.2"],
+     "error: --set algorithm.policy_loss_fn_args.clip_range: expected 0 or more, got -0.2"),
+    ("kl-coefficient-negative", nothing, [*FROZENLAKE_MAIN, "--set", "algorithm.kl_loss_fn_args.kl_coef=-1"],
+     "error: --set algorithm.kl_loss_fn_args.kl_coef: expected 0 or more, got -1"),
     # outputs
     ("frozenlake-data-file-name-taken-by-a-folder", lambda t: (t / "new" / "test.parquet").mkdir(parents=True),
      ["scripts/get_frozenlake_data.py", "--local_dir", "{tmp}/new", "--train_size", "5", "--test_size", "2"],

@@ -96,13 +96,18 @@ def check_sections(config: dict, source: str) -> None:
 # Counts Trinity-RFT 0.6.0's checker lets through below their least sensible value (0 where Trinity reads it as
 # "work it out"): a batch of -4 maps would pass a dry run and fail on the GPU, an eval_interval of 0 divides by
 # zero at the first explore step, and a negative learning rate or gradient clip (torch scales the gradient by
-# clip / norm) trains away from the reward.
+# clip / norm) trains away from the reward. The algorithm's arguments likewise: a negative PPO clip range inverts
+# the clipped ratio, a negative advantage epsilon can zero or flip a group's spread, and a negative KL
+# coefficient rewards leaving the reference model.
 LEAST = {"buffer.batch_size": 1, "buffer.train_batch_size": 0, "buffer.total_epochs": 1, "buffer.total_steps": 1,
          "algorithm.repeat_times": 1, "explorer.runner_per_model": 1, "model.max_model_len": 1,
          "model.max_response_tokens": 1, "trainer.max_token_len_per_gpu": 1, "trainer.total_steps": 1,
          "trainer.save_interval": 0, "synchronizer.sync_interval": 1, "model.temperature": 0,
          "explorer.over_rollout.ratio": 0, "explorer.eval_interval": 1, "explorer.max_timeout": 1,
-         "algorithm.optimizer.lr": 0, "trainer.grad_clip": 0, "explorer.rollout_model.engine_num": 1}
+         "algorithm.optimizer.lr": 0, "trainer.grad_clip": 0, "explorer.rollout_model.engine_num": 1,
+         "algorithm.policy_loss_fn_args.clip_range": 0, "algorithm.policy_loss_fn_args.clip_range_low": 0,
+         "algorithm.policy_loss_fn_args.clip_range_high": 0, "algorithm.advantage_fn_args.epsilon": 0,
+         "algorithm.kl_loss_fn_args.kl_coef": 0, "algorithm.kl_penalty_fn_args.kl_coef": 0}
 
 
 def check_counts(config: dict, source: str) -> None:
