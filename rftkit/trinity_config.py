@@ -12,6 +12,7 @@ import os
 import re
 import sys
 import tempfile
+import typing
 from pathlib import Path
 from typing import Any, Callable
 
@@ -217,14 +218,23 @@ def args_problem(where: str, kind: str, cls: type, args: dict) -> str | None:
 
     known = accepted_names(cls)
     defaults = {name: p.default for name, p in inspect.signature(cls.__init__).parameters.items()}
+    try:
+        hints = typing.get_type_hints(cls.__init__)
+    except Exception:  # a hint that names what its module never imported: judge by the defaults alone
+        hints = {}
     for name, value in args.items():
         if known is not None and name not in known:
             close = difflib.get_close_matches(str(name), sorted(known), n=1)
             return (f"{where}.{name}: not a setting of {kind} (it reads {', '.join(sorted(known)) or 'none'})"
                     + (f"; did you mean {close[0]}?" if close else ""))
         default = defaults.get(name)
+        # a number by its default (epsilon=1e-6), or by its hint where the default is None (Optional[float])
+        hint = hints.get(name)
+        kinds = {t for t in typing.get_args(hint) or (hint,) if t is not type(None)}
+        wants_number = (isinstance(default, (int, float)) and not isinstance(default, bool)
+                        or kinds in ({int}, {float}, {int, float}))
         is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
-        if isinstance(default, (int, float)) and not isinstance(default, bool) and value is not None and not is_number:
+        if wants_number and value is not None and not is_number:
             return f"{where}.{name}: {kind} reads a number here, got {value!r}"
     return None
 

@@ -310,6 +310,10 @@ CASES = [
     ("kl-coef-not-a-number", nothing, [*FROZENLAKE_MAIN, "--set", "algorithm.kl_loss_fn_args.kl_coef=abc"],
      "error: --set algorithm.kl_loss_fn_args.kl_coef=abc: algorithm.kl_loss_fn_args.kl_coef: kl_loss_fn "
      "'low_var_kl' reads a number here, got 'abc'"),
+    ("ppo-clip-range-not-a-number", nothing,
+     [*FROZENLAKE_MAIN, "--set", "algorithm.policy_loss_fn_args.clip_range=abc"],
+     "error: --set algorithm.policy_loss_fn_args.clip_range=abc: algorithm.policy_loss_fn_args.clip_range: "
+     "policy_loss_fn 'ppo' reads a number here, got 'abc'"),
     ("operator-arg-it-ignores", nothing,
      [*MATH_MAIN, "--set",
       "data_processor.experience_pipeline.operators=[{{name: pass_rate_calculator, args: {{x: 1}}}}]"],
