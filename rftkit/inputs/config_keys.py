@@ -111,8 +111,9 @@ LEAST = {"buffer.batch_size": 1, "buffer.train_batch_size": 0, "buffer.total_epo
 
 
 def check_counts(config: dict, source: str) -> None:
-    """Refuse a setting of LEAST (counts, the sampling temperature, the learning rate, the gradient clip) below its
-    least value, naming its key and `source` (a file, or "--set")."""
+    """Refuse a setting of LEAST (counts, the sampling temperature, the learning rate, the gradient clip, the
+    algorithm's clip ranges and coefficients) below its least value, naming its key and `source` (a file, or
+    "--set")."""
     for dotted, least in LEAST.items():
         value = keys.get(config, dotted)
         if isinstance(value, (int, float)) and not isinstance(value, bool) and value < least:
