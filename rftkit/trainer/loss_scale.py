@@ -7,8 +7,8 @@ each micro-batch's data) and multiply by the data-parallel size, since FSDP aver
 Trinity's `TrinityPolicyLoss`, which replaces them, returns each micro-batch's own mean. So the gradient was
 the sum of the micro-batches' means: about n times the mini-batch's gradient for n micro-batches, each
 micro-batch weighing the same whatever its tokens, and the gradient clipping threshold in effect divided by n
-(measured: docs/upstream.md#the-trainer). Trinity's legacy actor
-weighted its micro-batches; its engine path does not.
+(measured: docs/upstream.md#the-trainer). Trinity's legacy actor weighted its micro-batches; its engine path
+does not.
 
 `weigh_micro_batches` multiplies the returned loss by the micro-batch's share, as verl's `agg_loss` does for
 each of Trinity's aggregation modes (one mode for the policy, KL and entropy terms: Trinity's config checker
